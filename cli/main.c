@@ -1,0 +1,84 @@
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "mtshuffle.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mtshuffle COMMAND [options]\n"
+            "\n"
+            "commands:\n"
+            "  write     run map tasks over a generated store_sales-like workload\n"
+            "  inspect   show one output's index and partition sizes, verify checksums\n"
+            "  version   print the library version\n"
+            "\n"
+            "'mtshuffle COMMAND --help' describes a command's options.\n");
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int cli_parse_codec(const char *s)
+{
+    if (!strcmp(s, "lz4")) return MTS_CODEC_LZ4;
+    if (!strcmp(s, "zstd")) return MTS_CODEC_ZSTD;
+    if (!strcmp(s, "none")) return MTS_CODEC_NONE;
+    return -1;
+}
+
+const char *cli_bytes(char *buf, size_t len, double b)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) { b /= 1024; u++; }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+    return buf;
+}
+
+uint64_t cli_peak_rss(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+uint64_t cli_current_rss(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "write")) return cmd_write(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("mtshuffle %s\n", mts_version_string());
+        return 0;
+    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "mtshuffle: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,192 @@
+/*
+ * mtshuffle: the map side of a Spark-style shuffle.
+ *
+ * Records tagged with a reduce-partition id go in; one data file, one index
+ * file and one checksum file come out, in the layout an unmodified Spark
+ * reducer and Spark's external shuffle service read:
+ *
+ *   shuffle_<shuffle>_<map>_0.data           partition bytes, partition order
+ *   shuffle_<shuffle>_<map>_0.index          (N+1) big-endian int64 offsets
+ *   shuffle_<shuffle>_<map>_0.checksum.ALGO  N big-endian int64 checksums
+ *
+ * Each partition's bytes are one or more complete codec streams back to back
+ * (lz4-java block streams, zstd frames, or raw bytes), which Spark decodes as
+ * one concatenated stream.
+ *
+ * Error convention
+ *   Every function that can fail returns an int: 0 on success, a negative
+ *   code on failure. I/O failures return -errno (e.g. -ENOSPC), so nothing is
+ *   lost; library failures return one of the MTS_E_* codes below, which lie
+ *   outside the errno range. mts_strerror() names a code; mts_writer_error()
+ *   gives the handle's message, which names the operation, the file and the
+ *   partition involved.
+ *
+ *   After any failure other than MTS_E_ARG / MTS_E_RANGE (which reject one
+ *   call and change nothing), a writer is "failed": every later call returns
+ *   the same code, its budget is released, its temp files are removed and
+ *   only mts_writer_free() (or mts_writer_abort()) remains useful.
+ *
+ * Threads
+ *   A writer owns a fixed pool of compression workers and one ordered writer
+ *   thread. Its API is not thread-safe: one thread at a time calls it.
+ *   Different writers are independent.
+ */
+#ifndef MTSHUFFLE_H
+#define MTSHUFFLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MTS_VERSION_MAJOR 0
+#define MTS_VERSION_MINOR 1
+#define MTS_VERSION_PATCH 0
+#define MTS_VERSION_NUMBER \
+    (MTS_VERSION_MAJOR * 10000 + MTS_VERSION_MINOR * 100 + MTS_VERSION_PATCH)
+
+#if defined(MTS_BUILDING_LIBRARY) && defined(__GNUC__)
+#define MTS_API __attribute__((visibility("default")))
+#else
+#define MTS_API
+#endif
+
+/* ---- error codes (all negative; -errno is used for I/O errors) ---------- */
+enum {
+    MTS_OK = 0,
+    MTS_E_ARG = -10001,        /* NULL pointer or invalid option value */
+    MTS_E_RANGE = -10002,      /* partition id out of range */
+    MTS_E_STATE = -10003,      /* call not allowed in the handle's state */
+    MTS_E_OVERFLOW = -10004,   /* a length or offset would overflow */
+    MTS_E_CODEC = -10005,      /* the compression library failed */
+    MTS_E_CORRUPT = -10006,    /* malformed input data or file */
+    MTS_E_ABORTED = -10007,    /* the writer was aborted */
+    MTS_E_NOMEM = -10008,      /* allocation failed */
+    MTS_E_UNSUPPORTED = -10009 /* feature not available here */
+};
+
+MTS_API const char *mts_strerror(int code);
+MTS_API unsigned mts_version_number(void);
+MTS_API const char *mts_version_string(void);
+
+/* ---- options ------------------------------------------------------------ */
+typedef enum { MTS_CODEC_NONE = 0, MTS_CODEC_LZ4 = 1, MTS_CODEC_ZSTD = 2 } mts_codec;
+
+typedef enum {
+    MTS_CHECKSUM_NONE = 0, /* no checksum file is written */
+    MTS_CHECKSUM_ADLER32 = 1,
+    MTS_CHECKSUM_CRC32 = 2,
+    MTS_CHECKSUM_CRC32C = 3
+} mts_checksum;
+
+typedef enum {
+    /* Compress in parallel into memory, write in partition order straight into
+     * the data file; input that is not partition-ordered is kept in memory as
+     * compressed chunks, spilled to run files only when the budget forces. */
+    MTS_STRATEGY_STREAMING = 0,
+    /* The pre-optimisation design: one temp file per partition, then the temp
+     * files concatenated into the data file. The benchmark reference. */
+    MTS_STRATEGY_BASELINE = 1
+} mts_strategy;
+
+#define MTS_MAX_PARTITIONS (1u << 24) /* Spark's serialized-shuffle limit */
+#define MTS_MIN_BYTES_IN_FLIGHT (64u << 10)
+
+typedef struct mts_writer_options {
+    const char *dir;               /* output directory; required, must exist */
+    int32_t shuffle_id;            /* >= 0; default 0 */
+    int64_t map_id;                /* >= 0; default 0 */
+    uint32_t num_partitions;       /* 1 .. MTS_MAX_PARTITIONS; default 1 */
+    mts_codec codec;               /* default MTS_CODEC_LZ4 (Spark's default) */
+    int level;                     /* zstd level 1..19, default 1; lz4/none ignore it */
+    uint32_t block_size;           /* lz4 block size, 64 B .. 32 MiB, default 32 KiB */
+    mts_checksum checksum;         /* default MTS_CHECKSUM_ADLER32 (Spark's default) */
+    mts_strategy strategy;         /* default MTS_STRATEGY_STREAMING */
+    uint32_t threads;              /* compression workers 1..256; default 2 */
+    uint64_t max_bytes_in_flight;  /* hard cap on bytes held, >= 64 KiB; default 64 MiB */
+    uint32_t job_size;             /* input bytes per compression job, default 1 MiB;
+                                      lowered automatically to fit the budget */
+    int fsync;                     /* 1: fsync files and directory at commit; default 0 */
+    uint64_t reserved[8];          /* must be zero */
+} mts_writer_options;
+
+/* Fills *opts with the defaults written above. */
+MTS_API void mts_writer_options_init(mts_writer_options *opts);
+
+/* ---- writer ------------------------------------------------------------- */
+typedef struct mts_writer mts_writer;
+
+/* Creates a writer. On failure *out is NULL and the code says why; where a
+ * message helps, it is written to errbuf (may be NULL). */
+MTS_API int mts_writer_create(const mts_writer_options *opts, mts_writer **out,
+                              char *errbuf, size_t errbuf_len);
+
+/* Appends one serialized record to a partition. Records may come in any
+ * partition order; bytes are copied before the call returns. len may be 0. */
+MTS_API int mts_writer_append(mts_writer *w, uint32_t partition, const void *bytes,
+                              size_t len);
+
+/* Adds one batch already grouped by partition: partition p's bytes are
+ * data[offsets[p], offsets[p+1]), offsets has num_partitions+1 entries,
+ * offsets[0] == 0 and non-decreasing. data may be freed once the call returns. */
+MTS_API int mts_writer_add_batch(mts_writer *w, const void *data, const uint64_t *offsets);
+
+typedef struct mts_commit_result {
+    int adopted;  /* 1: an earlier attempt's complete output was kept instead */
+    uint64_t data_bytes;
+} mts_commit_result;
+
+/* Finishes the output and commits it atomically. lengths and checksums (each
+ * num_partitions entries, either may be NULL) receive the committed partition
+ * lengths and checksums (those of the adopted output when adopted). */
+MTS_API int mts_writer_commit(mts_writer *w, uint64_t *lengths, uint64_t *checksums,
+                              mts_commit_result *result);
+
+/* Stops all work and removes every file this writer made. Idempotent; after
+ * commit it does nothing and returns MTS_E_STATE. */
+MTS_API int mts_writer_abort(mts_writer *w);
+
+/* Aborts if needed and frees. Accepts NULL. */
+MTS_API void mts_writer_free(mts_writer *w);
+
+/* The handle's last error message ("" when none). Valid until the next call. */
+MTS_API const char *mts_writer_error(const mts_writer *w);
+
+typedef struct mts_writer_stats {
+    uint64_t bytes_in;        /* uncompressed bytes accepted */
+    uint64_t bytes_out;       /* bytes in the committed data file */
+    uint64_t records;         /* mts_writer_append calls */
+    uint64_t batches;         /* mts_writer_add_batch calls */
+    uint64_t runs;            /* maximal partition-ordered stretches of input */
+    uint64_t jobs;            /* compression jobs run */
+    uint64_t bytes_spilled;   /* compressed bytes written to run files */
+    uint64_t bytes_merged;    /* bytes copied from run/partition files into the data file */
+    uint64_t compress_ns;     /* summed over workers */
+    uint64_t write_ns;        /* time in write/copy/fsync calls */
+    uint64_t budget_wait_ns;  /* time the caller waited on the budget */
+    uint64_t peak_bytes_held; /* high-water mark of the budget */
+    uint64_t budget;          /* the configured cap */
+} mts_writer_stats;
+
+MTS_API int mts_writer_get_stats(const mts_writer *w, mts_writer_stats *stats);
+
+/* ---- file names --------------------------------------------------------- */
+/* Writes the final name ("shuffle_S_M_0.data", ".index", ".checksum.ALGO") of
+ * kind 'd', 'i' or 'c' into buf. Returns the length, or MTS_E_ARG. */
+MTS_API int mts_output_name(char *buf, size_t len, int32_t shuffle_id, int64_t map_id,
+                            int kind, mts_checksum algo);
+MTS_API const char *mts_checksum_name(mts_checksum algo); /* "ADLER32", ... */
+/* Parses "ADLER32", "CRC32", "CRC32C" (any case); MTS_E_ARG if unknown. */
+MTS_API int mts_checksum_parse(const char *name, mts_checksum *out);
+/* The checksum Spark stores: the value of a fresh java.util.zip object
+ * (1 for ADLER32, 0 otherwise), continued over buf. */
+MTS_API uint32_t mts_checksum_initial(mts_checksum algo);
+MTS_API uint32_t mts_checksum_update(mts_checksum algo, uint32_t sum, const void *buf, size_t len);
+MTS_API const char *mts_codec_name(mts_codec codec);     /* "lz4", ... */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MTSHUFFLE_H */

@@ -1,0 +1,53 @@
+/* Codecs behind one small vtable. compress() always emits one complete,
+ * self-terminated stream, so streams can be joined by byte concatenation
+ * (Spark decodes concatenated lz4-java block streams and zstd frames). */
+#ifndef MTS_CODEC_H
+#define MTS_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mtshuffle.h"
+
+typedef struct codec_params {
+    mts_codec id;
+    int level;           /* zstd */
+    uint32_t block_size; /* lz4 */
+} codec_params;
+
+/* Receives decoded bytes in order; returns 0 or a negative code to stop. */
+typedef int (*codec_sink)(void *ctx, const void *buf, size_t len);
+
+typedef struct codec_vtable {
+    mts_codec id;
+    /* Largest possible output of compress() for n input bytes. */
+    size_t (*bound)(const codec_params *p, size_t n);
+    /* Per-thread compression state; *ctx may be left NULL. */
+    int (*ctx_new)(const codec_params *p, void **ctx);
+    void (*ctx_free)(void *ctx);
+    int (*compress)(const codec_params *p, void *ctx, const void *src, size_t n, void *dst,
+                    size_t cap, size_t *out_len);
+    /* Decodes a concatenation of streams. On MTS_E_CORRUPT, *bad_offset is
+     * the offset in src of the unit (block, frame) that failed. */
+    int (*decode)(const void *src, size_t n, codec_sink sink, void *sink_ctx,
+                  uint64_t *bad_offset);
+} codec_vtable;
+
+const codec_vtable *codec_get(mts_codec id);
+
+extern const codec_vtable codec_none_vtable;
+extern const codec_vtable codec_lz4_vtable;
+extern const codec_vtable codec_zstd_vtable;
+
+/* lz4-java block stream constants (net.jpountz.lz4.LZ4BlockOutputStream). */
+#define LZ4J_MAGIC "LZ4Block"
+#define LZ4J_MAGIC_LEN 8
+#define LZ4J_HEADER_LEN 21
+#define LZ4J_METHOD_RAW 0x10
+#define LZ4J_METHOD_LZ4 0x20
+#define LZ4J_SEED 0x9747B28Cu
+#define LZ4J_MIN_BLOCK 64u
+#define LZ4J_MAX_BLOCK (32u << 20)
+#define LZ4J_DEFAULT_BLOCK (32u << 10) /* spark.io.compression.lz4.blockSize */
+
+#endif

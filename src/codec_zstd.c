@@ -1,0 +1,70 @@
+/* zstd: every compress() call is one complete frame (zstd-jni's
+ * ZstdInputStream decodes concatenated frames). */
+#include <zstd.h>
+
+#include "codec.h"
+#include "internal.h"
+
+static size_t zstd_bound(const codec_params *p, size_t n) { (void)p; return ZSTD_compressBound(n); }
+
+static int zstd_ctx_new(const codec_params *p, void **ctx)
+{
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    if (!c) return MTS_E_NOMEM;
+    if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, p->level)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, 0)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 0))) {
+        ZSTD_freeCCtx(c);
+        return MTS_E_CODEC;
+    }
+    *ctx = c;
+    return 0;
+}
+
+static void zstd_ctx_free(void *ctx) { ZSTD_freeCCtx(ctx); }
+
+static int zstd_compress(const codec_params *p, void *ctx, const void *src, size_t n, void *dst,
+                         size_t cap, size_t *out_len)
+{
+    (void)p;
+    size_t r = ZSTD_compress2(ctx, dst, cap, src, n);
+    if (ZSTD_isError(r)) return MTS_E_CODEC;
+    *out_len = r;
+    return 0;
+}
+
+static int zstd_decode(const void *src, size_t n, codec_sink sink, void *sink_ctx,
+                       uint64_t *bad_offset)
+{
+    ZSTD_DCtx *d = ZSTD_createDCtx();
+    size_t cap = ZSTD_DStreamOutSize();
+    void *buf = mts_malloc(cap);
+    int rc = 0;
+    if (!d || !buf) { rc = MTS_E_NOMEM; goto out; }
+    /* windowLog up to 27, zstd-jni's default limit. */
+    ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, 27);
+    size_t frame_start = 0;
+    ZSTD_inBuffer in = {src, n, 0};
+    size_t last = 0; /* 0: at a frame boundary */
+    while (in.pos < n || last != 0) {
+        if (last == 0) frame_start = in.pos;
+        ZSTD_outBuffer out = {buf, cap, 0};
+        last = ZSTD_decompressStream(d, &out, &in);
+        if (ZSTD_isError(last)) goto corrupt;
+        if (out.pos && (rc = sink(sink_ctx, buf, out.pos)) < 0) goto out;
+        /* All input used, output not full, frame unfinished: the source is
+         * truncated (zstd-jni: "Truncated source"). */
+        if (last != 0 && in.pos == n && out.pos < cap) goto corrupt;
+    }
+    goto out;
+corrupt:
+    rc = MTS_E_CORRUPT;
+    if (bad_offset) *bad_offset = frame_start;
+out:
+    mts_free(buf);
+    ZSTD_freeDCtx(d);
+    return rc;
+}
+
+const codec_vtable codec_zstd_vtable = {MTS_CODEC_ZSTD, zstd_bound, zstd_ctx_new, zstd_ctx_free,
+                                        zstd_compress, zstd_decode};

@@ -1,0 +1,167 @@
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "internal.h"
+
+#define BOUNCE_SIZE (256u << 10)
+
+static int force_fallback = -1; /* -1: not decided yet */
+static uint64_t fallback_copies;
+
+int fio_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) return -EIO;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int fio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) return -EIO;
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int fio_writev_all(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, MTS_MIN(n, IOV_MAX));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (w == 0) return -EIO;
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+int fio_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) return -EIO; /* the file is shorter than its index says */
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+void fio_force_copy_fallback(int on) { __atomic_store_n(&force_fallback, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+uint64_t fio_fallback_copies(void) { return __atomic_load_n(&fallback_copies, __ATOMIC_RELAXED); }
+
+static int use_fallback(void)
+{
+    int f = __atomic_load_n(&force_fallback, __ATOMIC_RELAXED);
+    if (f < 0) {
+        const char *e = getenv("MTS_DISABLE_COPY_FILE_RANGE");
+        f = e && *e && strcmp(e, "0") != 0;
+        __atomic_store_n(&force_fallback, f, __ATOMIC_RELAXED);
+    }
+    return f;
+}
+
+static int copy_bounce(int in_fd, uint64_t in_off, int out_fd, uint64_t len)
+{
+    __atomic_add_fetch(&fallback_copies, 1, __ATOMIC_RELAXED);
+    size_t cap = (size_t)MTS_MIN((uint64_t)BOUNCE_SIZE, len);
+    char *buf = mts_malloc(cap);
+    if (!buf) return -ENOMEM;
+    int rc = 0;
+    while (len && !rc) {
+        size_t n = (size_t)MTS_MIN((uint64_t)cap, len);
+        rc = fio_pread_all(in_fd, buf, n, in_off);
+        if (!rc) rc = fio_write_all(out_fd, buf, n);
+        in_off += n;
+        len -= n;
+    }
+    mts_free(buf);
+    return rc;
+}
+
+int fio_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t len)
+{
+    if (!len) return 0;
+    if (use_fallback()) return copy_bounce(in_fd, in_off, out_fd, len);
+    loff_t off = (loff_t)in_off;
+    while (len) {
+        ssize_t n = copy_file_range(in_fd, &off, out_fd, NULL, (size_t)MTS_MIN(len, 1ull << 30), 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)
+                return copy_bounce(in_fd, (uint64_t)off, out_fd, len);
+            return -errno;
+        }
+        if (n == 0) return -EIO; /* source shorter than expected */
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
+int fio_temp_name(char *buf, size_t len, const char *base)
+{
+    unsigned char r[16];
+    size_t got = 0;
+    while (got < sizeof r) {
+        ssize_t n = getrandom(r + got, sizeof r - got, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        got += (size_t)n;
+    }
+    int n = snprintf(buf, len, "%s.", base);
+    if (n < 0 || (size_t)n + 33 > len) return -ENAMETOOLONG;
+    for (int i = 0; i < 16; i++) sprintf(buf + n + 2 * i, "%02x", r[i]);
+    return 0;
+}
+
+int fio_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}

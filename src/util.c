@@ -1,0 +1,89 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+mts_allocator mts__alloc = {malloc, realloc, free};
+
+void mts__set_allocator(const mts_allocator *a)
+{
+    static const mts_allocator libc = {malloc, realloc, free};
+    mts__alloc = a ? *a : libc;
+}
+
+void *mts_calloc(size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size) return NULL;
+    void *p = mts_malloc(count * size);
+    if (p) memset(p, 0, count * size);
+    return p;
+}
+
+const char *mts_strerror(int code)
+{
+    switch (code) {
+    case MTS_OK: return "success";
+    case MTS_E_ARG: return "invalid argument";
+    case MTS_E_RANGE: return "partition id out of range";
+    case MTS_E_STATE: return "call not allowed in this state";
+    case MTS_E_OVERFLOW: return "length or offset overflow";
+    case MTS_E_CODEC: return "compression library error";
+    case MTS_E_CORRUPT: return "corrupt data";
+    case MTS_E_ABORTED: return "aborted";
+    case MTS_E_NOMEM: return "out of memory";
+    case MTS_E_UNSUPPORTED: return "unsupported";
+    default:
+        if (code < 0 && code > -4096) return strerror(-code);
+        return "unknown error";
+    }
+}
+
+unsigned mts_version_number(void) { return MTS_VERSION_NUMBER; }
+
+const char *mts_version_string(void)
+{
+#define MTS_STR2(x) #x
+#define MTS_STR(x) MTS_STR2(x)
+    return MTS_STR(MTS_VERSION_MAJOR) "." MTS_STR(MTS_VERSION_MINOR) "." MTS_STR(MTS_VERSION_PATCH);
+}
+
+const char *mts_checksum_name(mts_checksum algo)
+{
+    switch (algo) {
+    case MTS_CHECKSUM_NONE: return "NONE";
+    case MTS_CHECKSUM_ADLER32: return "ADLER32";
+    case MTS_CHECKSUM_CRC32: return "CRC32";
+    case MTS_CHECKSUM_CRC32C: return "CRC32C";
+    }
+    return NULL;
+}
+
+const char *mts_codec_name(mts_codec codec)
+{
+    switch (codec) {
+    case MTS_CODEC_NONE: return "none";
+    case MTS_CODEC_LZ4: return "lz4";
+    case MTS_CODEC_ZSTD: return "zstd";
+    }
+    return NULL;
+}
+
+int mts_output_name(char *buf, size_t len, int32_t shuffle_id, int64_t map_id, int kind,
+                    mts_checksum algo)
+{
+    if (!buf || shuffle_id < 0 || map_id < 0) return MTS_E_ARG;
+    int n;
+    switch (kind) {
+    case 'd': n = snprintf(buf, len, "shuffle_%d_%lld_0.data", shuffle_id, (long long)map_id); break;
+    case 'i': n = snprintf(buf, len, "shuffle_%d_%lld_0.index", shuffle_id, (long long)map_id); break;
+    case 'c':
+        if (algo == MTS_CHECKSUM_NONE || !mts_checksum_name(algo)) return MTS_E_ARG;
+        n = snprintf(buf, len, "shuffle_%d_%lld_0.checksum.%s", shuffle_id, (long long)map_id,
+                     mts_checksum_name(algo));
+        break;
+    default: return MTS_E_ARG;
+    }
+    if (n < 0 || (size_t)n >= len) return MTS_E_ARG;
+    return n;
+}
