@@ -115,11 +115,13 @@ static void inbuf_unref(mts_writer *w, inbuf *in)
 {
     pthread_mutex_lock(&w->mu);
     int left = --in->refs;
-    if (left == 0 && !in->mem) pthread_cond_broadcast(&w->cv);
+    unsigned char *mem = in->mem; /* read under the lock: a borrowed inbuf
+                                     lives on a stack that may be gone after it */
+    if (left == 0 && !mem) pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    if (left == 0 && in->mem) {
-        mts_free(in->mem);
+    if (left == 0 && mem) {
         limiter_release(&w->lim, in->charge);
+        mts_free(mem);
         mts_free(in);
     }
 }

@@ -1,0 +1,128 @@
+/* The public API's contract: error codes for bad input and misuse, cleanup. */
+#include <time.h>
+
+#include "testutil.h"
+
+static mts_writer *make(const char *dir, uint32_t n, mts_strategy strat)
+{
+    mts_writer_options o;
+    mts_writer_options_init(&o);
+    o.dir = dir;
+    o.num_partitions = n;
+    o.strategy = strat;
+    mts_writer *w = NULL;
+    char err[256];
+    CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
+    return w;
+}
+
+int main(void)
+{
+    test_init_seed("test_api");
+    char *dir = test_tmpdir("api");
+    char err[256];
+    mts_writer_options o;
+    mts_writer *w = (mts_writer *)1;
+
+    /* Options. */
+    CHECK(mts_writer_create(NULL, &w, err, sizeof err) == MTS_E_ARG && w == NULL);
+    mts_writer_options_init(&o);
+    CHECK(o.codec == MTS_CODEC_LZ4 && o.checksum == MTS_CHECKSUM_ADLER32 && o.block_size == 32768 &&
+          o.level == 1 && o.threads == 2 && o.max_bytes_in_flight == (64u << 20));
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG && strstr(err, "dir"));
+    o.dir = "/nonexistent-dir";
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG && strstr(err, "not a directory"));
+    o.dir = dir;
+    o.num_partitions = 0;
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG && strstr(err, "num_partitions"));
+    o.num_partitions = 4;
+    o.max_bytes_in_flight = 1000;
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG && strstr(err, "max_bytes_in_flight"));
+    o.max_bytes_in_flight = 1 << 20;
+    o.block_size = 10;
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG);
+    o.block_size = 32768;
+    o.codec = (mts_codec)7;
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG);
+    o.codec = MTS_CODEC_ZSTD;
+    o.level = 30;
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG);
+    o.level = 1;
+    o.reserved[3] = 1;
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG && strstr(err, "reserved"));
+    o.reserved[3] = 0;
+    o.shuffle_id = -1;
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG);
+    CHECK(dir_count(dir) == 0);
+
+    /* Bad calls are rejected one by one and leave the writer usable. */
+    w = make(dir, 4, MTS_STRATEGY_STREAMING);
+    CHECK(mts_writer_append(NULL, 0, "x", 1) == MTS_E_ARG);
+    CHECK(mts_writer_append(w, 4, "x", 1) == MTS_E_RANGE);
+    CHECK(strstr(mts_writer_error(w), "partition 4") != NULL);
+    CHECK(mts_writer_append(w, 0, NULL, 1) == MTS_E_ARG);
+    CHECK(mts_writer_append(w, 0, NULL, 0) == 0); /* an empty record needs no bytes */
+    CHECK(mts_writer_append(w, 1, "abc", (size_t)UINT32_MAX + 5) == MTS_E_OVERFLOW);
+    uint64_t offs[5] = {0, 1, 1, 3, 2}; /* not monotonic */
+    CHECK(mts_writer_add_batch(w, "abc", offs) == MTS_E_ARG);
+    uint64_t offs1[5] = {1, 1, 1, 1, 1};
+    CHECK(mts_writer_add_batch(w, "abc", offs1) == MTS_E_ARG);
+    CHECK(mts_writer_add_batch(w, "abc", NULL) == MTS_E_ARG);
+    uint64_t offs2[5] = {0, 1, 1, 2, 3};
+    CHECK(mts_writer_add_batch(w, NULL, offs2) == MTS_E_ARG);
+    CHECK_RC(mts_writer_add_batch(w, "abc", offs2));
+    CHECK_RC(mts_writer_append(w, 3, "d", 1));
+    uint64_t lens[4], sums[4];
+    mts_commit_result res;
+    CHECK_RC(mts_writer_commit(w, lens, sums, &res));
+    CHECK(res.adopted == 0 && res.data_bytes == lens[0] + lens[1] + lens[2] + lens[3]);
+    CHECK(lens[1] == 0 && sums[1] == 1 && lens[0] > 0); /* empty partition: 0 bytes, Adler32 of nothing */
+    /* After commit: state errors, never a crash. */
+    CHECK(mts_writer_append(w, 0, "x", 1) == MTS_E_STATE);
+    CHECK(mts_writer_add_batch(w, "abc", offs2) == MTS_E_STATE);
+    CHECK(mts_writer_commit(w, NULL, NULL, NULL) == MTS_E_STATE);
+    CHECK(mts_writer_abort(w) == MTS_E_STATE);
+    mts_writer_stats st;
+    CHECK_RC(mts_writer_get_stats(w, &st));
+    CHECK(st.records == 2 && st.batches == 1 && st.bytes_in == 4 && st.runs == 1 && st.bytes_out == res.data_bytes);
+    mts_writer_free(w);
+    CHECK(dir_count(dir) == 3);
+    rm_rf(dir);
+    mkdir(dir, 0755);
+
+    /* Abort removes everything; later calls say so. */
+    for (int strat = 0; strat < 2; strat++) {
+        w = make(dir, 3, (mts_strategy)strat);
+        CHECK_RC(mts_writer_append(w, 2, "zz", 2));
+        CHECK_RC(mts_writer_append(w, 0, "yy", 2));
+        CHECK_RC(mts_writer_abort(w));
+        CHECK_RC(mts_writer_abort(w)); /* idempotent */
+        CHECK(mts_writer_append(w, 0, "x", 1) == MTS_E_ABORTED);
+        CHECK(mts_writer_commit(w, NULL, NULL, NULL) == MTS_E_ABORTED);
+        mts_writer_free(w);
+        CHECK(dir_count(dir) == 0);
+        /* Free without commit aborts. */
+        w = make(dir, 3, (mts_strategy)strat);
+        CHECK_RC(mts_writer_append(w, 1, "zz", 2));
+        mts_writer_free(w);
+        CHECK(dir_count(dir) == 0);
+    }
+    mts_writer_free(NULL);
+
+    /* A zero-record task commits an all-empty output. */
+    w = make(dir, 5, MTS_STRATEGY_STREAMING);
+    CHECK_RC(mts_writer_commit(w, lens, NULL, &res));
+    CHECK(res.data_bytes == 0 && dir_count(dir) == 3);
+    mts_writer_free(w);
+
+    /* Names. */
+    char name[64];
+    CHECK(mts_output_name(name, sizeof name, 3, 123456789012LL, 'c', MTS_CHECKSUM_CRC32C) > 0);
+    CHECK(!strcmp(name, "shuffle_3_123456789012_0.checksum.CRC32C"));
+    CHECK(mts_output_name(name, sizeof name, 3, 1, 'c', MTS_CHECKSUM_NONE) == MTS_E_ARG);
+    CHECK(mts_output_name(name, 8, 3, 1, 'd', MTS_CHECKSUM_NONE) == MTS_E_ARG);
+    CHECK(!strcmp(mts_strerror(-ENOSPC), strerror(ENOSPC)));
+    CHECK(strcmp(mts_strerror(MTS_E_RANGE), "unknown error") != 0);
+    rm_rf(dir);
+    TEST_DONE("test_api");
+}

@@ -1,0 +1,126 @@
+/* Minimal test harness: CHECK aborts the test with file, line and the seed. */
+#ifndef MTS_TESTUTIL_H
+#define MTS_TESTUTIL_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mtshuffle.h"
+
+static uint64_t test_seed;
+static int test_checks;
+
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        test_checks++;                                                                     \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s (seed %llu)\n", __FILE__, __LINE__,  \
+                    #cond, (unsigned long long)test_seed);                                 \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+#define CHECK_RC(expr)                                                                     \
+    do {                                                                                   \
+        int check_rc_ = (expr);                                                            \
+        test_checks++;                                                                     \
+        if (check_rc_ < 0) {                                                               \
+            fprintf(stderr, "%s:%d: %s returned %d (%s) (seed %llu)\n", __FILE__, __LINE__, \
+                    #expr, check_rc_, mts_strerror(check_rc_), (unsigned long long)test_seed); \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static inline uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t rng_below(uint64_t *s, uint64_t n) { return n ? rng_next(s) % n : 0; }
+
+/* The seed: MTS_TEST_SEED from the environment, else the clock. Printed. */
+static inline uint64_t test_init_seed(const char *name)
+{
+    const char *e = getenv("MTS_TEST_SEED");
+    test_seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
+    printf("%s: seed %llu (rerun with MTS_TEST_SEED=%llu)\n", name, (unsigned long long)test_seed,
+           (unsigned long long)test_seed);
+    fflush(stdout);
+    return test_seed;
+}
+
+static inline char *test_tmpdir(const char *name)
+{
+    const char *base = getenv("MTS_TEST_DIR");
+    char tmpl[512];
+    snprintf(tmpl, sizeof tmpl, "%s/mts-%s-XXXXXX", base ? base : "/tmp", name);
+    char *d = mkdtemp(strdup(tmpl));
+    if (!d) { perror("mkdtemp"); exit(1); }
+    return d;
+}
+
+/* Number of entries in dir (excluding . and ..). */
+static inline int dir_count(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    if (!d) return -1;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+static inline void rm_rf(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[1024];
+    if (!d) return;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static inline unsigned char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static inline uint64_t be64_at(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return v;
+}
+
+#define TEST_DONE(name)                                                                    \
+    do {                                                                                   \
+        printf("%s: %d checks passed\n", name, test_checks);                               \
+        return 0;                                                                          \
+    } while (0)
+
+#endif
