@@ -420,7 +420,7 @@ static int held_append(mts_writer *w, uint32_t p, const unsigned char *b, size_t
     uint32_t len32 = (uint32_t)len;
     memcpy(w->arena + w->arena_used, &p, 4);
     memcpy(w->arena + w->arena_used + 4, &len32, 4);
-    memcpy(w->arena + w->arena_used + RECORD_HEADER, b, len);
+    if (len) memcpy(w->arena + w->arena_used + RECORD_HEADER, b, len);
     w->arena_used += RECORD_HEADER + len;
     return 0;
 }

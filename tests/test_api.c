@@ -124,5 +124,6 @@ int main(void)
     CHECK(!strcmp(mts_strerror(-ENOSPC), strerror(ENOSPC)));
     CHECK(strcmp(mts_strerror(MTS_E_RANGE), "unknown error") != 0);
     rm_rf(dir);
+    free(dir);
     TEST_DONE("test_api");
 }

@@ -20,7 +20,9 @@ static commit_req req(uint32_t n, const char *checksum_final)
 int main(void)
 {
     test_init_seed("test_commit");
-    snprintf(dir, sizeof dir, "%s", test_tmpdir("commit"));
+    char *made = test_tmpdir("commit");
+    snprintf(dir, sizeof dir, "%s", made);
+    free(made);
     snprintf(data_tmp, sizeof data_tmp, "%s/shuffle_1_2_0.data.tmp", dir);
     snprintf(data, sizeof data, "%s/shuffle_1_2_0.data", dir);
     snprintf(idx, sizeof idx, "%s/shuffle_1_2_0.index", dir);

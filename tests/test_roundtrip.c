@@ -293,5 +293,6 @@ int main(void)
         free(t.units);
     }
     rm_rf(dir);
+    free(dir);
     TEST_DONE("test_roundtrip");
 }
