@@ -14,6 +14,8 @@ int cli_parse_codec(const char *s);
 const char *cli_bytes(char *buf, size_t len, double bytes);
 /* Peak and current resident set size of this process, in bytes. */
 uint64_t cli_peak_rss(void);
+/* Restarts the peak at the current RSS (Linux clear_refs 5); -1 if unsupported. */
+int cli_reset_peak_rss(void);
 uint64_t cli_current_rss(void);
 
 #endif

@@ -277,7 +277,9 @@ int cmd_write(int argc, char **argv)
         if (!c.keep_existing) remove_outputs(&c, t);
     }
     double gen_s = cli_now() - g0;
-    uint64_t rss_before = cli_current_rss();
+    /* The writer's memory is what the peak gains over the input's. */
+    int rss_reset = cli_reset_peak_rss() == 0;
+    uint64_t rss_before = rss_reset ? cli_current_rss() : 0;
 
     run r = {&c, tasks, 0, PTHREAD_MUTEX_INITIALIZER, 0, total_bytes, 0};
     pthread_t prog, *th = calloc(c.parallel, sizeof *th);
@@ -325,7 +327,7 @@ int cmd_write(int argc, char **argv)
                "\"bytes_spilled\":%llu,\"bytes_merged\":%llu,\"wall_s\":%.6f,\"task_s\":%.6f,"
                "\"generate_s\":%.3f,\"compress_s\":%.6f,\"write_s\":%.6f,\"budget_wait_s\":%.6f,"
                "\"peak_bytes_held\":%llu,\"peak_rss\":%llu,\"input_rss\":%llu,\"writer_rss\":%llu,"
-               "\"adopted\":%d,\"failed\":%d}\n",
+               "\"rss_peak_reset\":%d,\"adopted\":%d,\"failed\":%d}\n",
                c.tasks, c.parallel, c.o.num_partitions, sum.batches / (double)c.tasks, input_name(c.input),
                mts_codec_name(c.o.codec), c.o.level, mts_checksum_name(c.o.checksum), c.o.threads,
                (unsigned long long)c.o.max_bytes_in_flight, strategy, c.o.fsync, c.wl.skew,
@@ -334,7 +336,7 @@ int cmd_write(int argc, char **argv)
                (unsigned long long)sum.bytes_spilled, (unsigned long long)sum.bytes_merged, wall, task_s,
                gen_s, sum.compress_ns / 1e9, sum.write_ns / 1e9, sum.budget_wait_ns / 1e9,
                (unsigned long long)peak_held, (unsigned long long)peak_rss,
-               (unsigned long long)rss_before, (unsigned long long)writer_rss, adopted, failed);
+               (unsigned long long)rss_before, (unsigned long long)writer_rss, rss_reset, adopted, failed);
     } else {
         char a[32], b[32], d[32], e[32], f[32], g[32];
         printf("mtshuffle write: %u tasks (%u at once), %u partitions, %.2f batches/task, input %s\n",

@@ -44,11 +44,31 @@ const char *cli_bytes(char *buf, size_t len, double b)
     return buf;
 }
 
+/* VmHWM from /proc/self/status: the peak since start or the last reset. */
 uint64_t cli_peak_rss(void)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (uint64_t)ru.ru_maxrss * 1024;
+    char line[256];
+    uint64_t kb = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "VmHWM: %llu kB", (unsigned long long *)&kb) == 1) break;
+        fclose(f);
+    }
+    if (!kb) { /* no procfs: the lifetime peak */
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kb = (uint64_t)ru.ru_maxrss;
+    }
+    return kb * 1024;
+}
+
+int cli_reset_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return -1;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
 }
 
 uint64_t cli_current_rss(void)

@@ -75,18 +75,30 @@ int run_file_open(mts_writer *w)
     return 0;
 }
 
-static int add_runseg(mts_writer *w, part *p, uint64_t off, uint64_t len, uint32_t sum)
+/* Appends a run of `count` entries to the run index (taking `entries`). */
+static int add_run(mts_writer *w, uint64_t base, run_entry *entries, uint32_t count)
 {
-    runseg *r = mts_malloc(sizeof *r);
-    if (!r) {
-        writer_fail(w, MTS_E_NOMEM, "allocate a run segment");
-        return MTS_E_NOMEM;
+    if (w->nruns == w->runs_cap) {
+        uint32_t cap = w->runs_cap ? 2 * w->runs_cap : 8;
+        run_index *r = mts_realloc(w->runs, cap * sizeof *r);
+        if (!r) {
+            mts_free(entries);
+            writer_fail(w, MTS_E_NOMEM, "grow the run index to %u runs", cap);
+            return MTS_E_NOMEM;
+        }
+        w->runs = r;
+        w->runs_cap = cap;
     }
-    *r = (runseg){NULL, off, len, sum};
-    if (p->runs_tail) p->runs_tail->next = r;
-    else p->runs = r;
-    p->runs_tail = r;
+    w->runs[w->nruns++] = (run_index){base, count, entries};
     return 0;
+}
+
+/* Room for one entry per partition holding bytes: the caller counts them. */
+static run_entry *new_entries(mts_writer *w, uint32_t count)
+{
+    run_entry *e = mts_malloc((size_t)MTS_MAX(count, 1u) * sizeof *e);
+    if (!e) writer_fail(w, MTS_E_NOMEM, "allocate a run index of %u entries", count);
+    return e;
 }
 
 /* Called with the pool idle when the first run ends: the partitions already
@@ -107,44 +119,55 @@ int data_becomes_run(mts_writer *w)
     w->run_fd = w->data_fd;
     w->run_off = w->data_off;
     w->data_fd = -1;
-    uint64_t off = 0;
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < w->o.num_partitions; i++) count += w->parts[i].len != 0;
+    run_entry *e = new_entries(w, count);
+    if (!e) return MTS_E_NOMEM;
+    uint32_t k = 0;
     for (uint32_t i = 0; i < w->o.num_partitions; i++) {
         part *p = &w->parts[i];
-        if (p->len) FORWARD_IF_ERROR(add_runseg(w, p, off, p->len, p->checksum));
-        off += p->len;
+        if (p->len) e[k++] = (run_entry){i, p->checksum, p->len};
         p->len = 0;
         p->checksum = checksum_init(w->o.checksum);
     }
-    return 0;
+    return add_run(w, 0, e, count);
 }
 
 int spill_held(mts_writer *w)
 {
     FORWARD_IF_ERROR(run_file_open(w));
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < w->o.num_partitions; i++) count += w->parts[i].held != NULL;
+    run_entry *e = new_entries(w, count);
     iov_batch *b = mts_malloc(sizeof *b);
-    if (!b) {
+    if (!e || !b) {
+        mts_free(e);
+        mts_free(b);
         writer_fail(w, MTS_E_NOMEM, "allocate a spill batch");
         return MTS_E_NOMEM;
     }
     b->n = 0;
     int rc = 0;
     uint64_t start = w->run_off;
+    uint32_t k = 0;
     for (uint32_t i = 0; i < w->o.num_partitions && rc == 0; i++) {
         part *p = &w->parts[i];
         if (!p->held) continue;
         uint64_t len = 0;
         uint32_t sum = checksum_init(w->o.checksum);
         rc = batch_add_held(w, b, w->run_fd, p, &len, &sum);
-        if (rc == 0) rc = add_runseg(w, p, w->run_off, len, sum);
+        e[k++] = (run_entry){i, sum, len};
         w->run_off += len;
     }
     if (rc == 0) rc = batch_flush(w, b, w->run_fd);
     else batch_flush(w, b, -1); /* frees what is queued; the write fails harmlessly */
     mts_free(b);
     if (rc < 0) {
+        mts_free(e);
         writer_fail(w, rc, "spill to run file %s at offset %llu", w->run_tmp, (unsigned long long)start);
         return rc;
     }
+    FORWARD_IF_ERROR(add_run(w, start, e, count));
     w->have_held = 0;
     w->st.bytes_spilled += w->run_off - start;
     return 0;
@@ -158,24 +181,35 @@ int merge_into_data(mts_writer *w)
         return rc;
     }
     iov_batch *b = mts_malloc(sizeof *b);
-    if (!b) {
+    /* Per run: the next entry to take and its offset in the run file. */
+    uint32_t *cursor = mts_calloc(MTS_MAX(w->nruns, 1u), sizeof *cursor);
+    uint64_t *at = mts_malloc(MTS_MAX(w->nruns, 1u) * sizeof *at);
+    if (!b || !cursor || !at) {
+        mts_free(b);
+        mts_free(cursor);
+        mts_free(at);
         writer_fail(w, MTS_E_NOMEM, "allocate a merge batch");
         return MTS_E_NOMEM;
     }
+    for (uint32_t r = 0; r < w->nruns; r++) at[r] = w->runs[r].base;
     b->n = 0;
     uint32_t i = 0;
     for (; i < w->o.num_partitions && rc == 0; i++) {
         part *p = &w->parts[i];
         uint64_t len = 0;
         uint32_t sum = checksum_init(w->o.checksum);
-        for (runseg *r = p->runs; r && rc == 0; r = r->next) {
+        for (uint32_t r = 0; r < w->nruns && rc == 0; r++) {
+            run_index *ri = &w->runs[r];
+            if (cursor[r] == ri->count || ri->entries[cursor[r]].partition != i) continue;
+            run_entry *e = &ri->entries[cursor[r]++];
             if ((rc = batch_flush(w, b, w->data_fd)) < 0) break;
             uint64_t t0 = mts_now_ns();
-            rc = fio_copy_range(w->run_fd, r->off, w->data_fd, r->len);
+            rc = fio_copy_range(w->run_fd, at[r], w->data_fd, e->len);
             __atomic_add_fetch(&w->st.write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
-            if (w->o.checksum != MTS_CHECKSUM_NONE) sum = checksum_combine(w->o.checksum, sum, r->checksum, r->len);
-            len += r->len;
-            w->st.bytes_merged += r->len;
+            if (w->o.checksum != MTS_CHECKSUM_NONE) sum = checksum_combine(w->o.checksum, sum, e->checksum, e->len);
+            at[r] += e->len;
+            len += e->len;
+            w->st.bytes_merged += e->len;
         }
         if (rc == 0) rc = batch_add_held(w, b, w->data_fd, p, &len, &sum);
         p->len = len;
@@ -184,6 +218,8 @@ int merge_into_data(mts_writer *w)
     if (rc == 0) rc = batch_flush(w, b, w->data_fd);
     else batch_flush(w, b, -1);
     mts_free(b);
+    mts_free(cursor);
+    mts_free(at);
     if (rc < 0) {
         writer_fail(w, rc, "merge partition %u into data file %s (run file %s)", i ? i - 1 : 0,
                     w->data_tmp, w->run_tmp);

@@ -471,14 +471,13 @@ static void release_all(mts_writer *w, int remove_files)
         for (uint32_t p = 0; p < w->o.num_partitions; p++) {
             free_chunks(w, w->parts[p].held);
             w->parts[p].held = w->parts[p].held_tail = NULL;
-            for (runseg *r = w->parts[p].runs, *next; r; r = next) {
-                next = r->next;
-                mts_free(r);
-            }
-            w->parts[p].runs = w->parts[p].runs_tail = NULL;
         }
         remove_part_files(w);
     }
+    for (uint32_t r = 0; r < w->nruns; r++) mts_free(w->runs[r].entries);
+    mts_free(w->runs);
+    w->runs = NULL;
+    w->nruns = w->runs_cap = 0;
     if (w->data_fd >= 0) close(w->data_fd);
     if (w->run_fd >= 0) close(w->run_fd);
     w->data_fd = w->run_fd = -1;

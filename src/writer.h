@@ -30,12 +30,19 @@ typedef struct chunk {
     unsigned char data[];
 } chunk;
 
-/* A stretch of one partition's bytes in the run file. */
-typedef struct runseg {
-    struct runseg *next;
-    uint64_t off, len;
+/* One partition's stretch in one run of the run file: 16 bytes. A run holds
+ * its partitions contiguously in partition order from its base offset. */
+typedef struct run_entry {
+    uint32_t partition;
     uint32_t checksum;
-} runseg;
+    uint64_t len;
+} run_entry;
+
+typedef struct run_index {
+    uint64_t base;  /* offset of the run in the run file */
+    uint32_t count; /* non-empty partitions in the run */
+    run_entry *entries;
+} run_index;
 
 /* Input shared by the jobs cut from it. */
 typedef struct inbuf {
@@ -66,13 +73,12 @@ typedef struct job {
     seg segs[];
 } job;
 
-/* Per-partition state: O(num_partitions), ~64 bytes each. */
+/* Per-partition state: O(num_partitions), 48 bytes each. */
 typedef struct part {
     uint64_t len;       /* bytes in the data file (DEST_DATA) or partition file; ordered writer */
     uint32_t checksum;  /* over those bytes; ordered writer */
     int fd;             /* baseline partition file, -1 if none; ordered writer */
     chunk *held, *held_tail;   /* DEST_HOLD chunks; ordered writer, producer when idle */
-    runseg *runs, *runs_tail;  /* spilled stretches; producer */
 } part;
 
 typedef enum { MODE_STREAM, MODE_HELD } writer_mode;
@@ -110,6 +116,8 @@ struct mts_writer {
     uint64_t data_off;  /* ordered writer */
     int run_fd;         /* producer */
     uint64_t run_off;   /* producer */
+    run_index *runs;    /* producer: the runs in the run file, oldest first */
+    uint32_t nruns, runs_cap;
 
     /* producer intake */
     int64_t cur_part;   /* last partition seen, -1 before any input */
