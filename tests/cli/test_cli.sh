@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# CLI tests: exit codes, messages, exact inspect output, JSON fields, the RSS
+# bound, corruption found by inspect, a rerun adopting the first commit.
+set -uo pipefail
+mts=$1
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/mts-cli-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+expect_rc() { # expect_rc RC DESCRIPTION -- command...
+  local want=$1 what=$2; shift 3
+  "$@" >"$work/out" 2>"$work/err"; local rc=$?
+  if [ "$rc" -eq "$want" ]; then ok; else bad "$what: exit $rc, expected $want"; cat "$work/err"; fi
+}
+
+expect_rc 2 "no command" -- "$mts"
+grep -q "usage: mtshuffle COMMAND" "$work/err" && ok || bad "usage on stderr"
+expect_rc 2 "unknown command" -- "$mts" frobnicate
+expect_rc 2 "bad codec" -- "$mts" write --codec snappy --dir "$work/x"
+grep -q "unknown --codec 'snappy'" "$work/err" && ok || bad "bad codec message"
+expect_rc 1 "bad option value reaches the library" -- "$mts" write --dir "$work/x" --budget-mib 0.01 --tasks 1 --task-mib 1
+grep -q "max_bytes_in_flight" "$work/err" && ok || bad "library message for a bad budget: $(cat "$work/err")"
+expect_rc 0 "version" -- "$mts" version
+
+# Exact inspect output of a deterministic output (codec none: sizes and
+# checksums depend only on the workload generator).
+expect_rc 0 "small write" -- "$mts" write --dir "$work/a" --tasks 1 --task-mib 0.05 --partitions 4 --codec none --seed 7 --no-progress
+expect_rc 0 "inspect" -- "$mts" inspect "$work/a/shuffle_0_0_0.data"
+sed "s|$work/a/||" "$work/out" > "$work/inspect.txt"
+if diff -u "$here/inspect_none.expected" "$work/inspect.txt"; then ok; else bad "inspect output differs"; fi
+
+# JSON: every field present; a single batch writes nothing but its outputs.
+expect_rc 0 "json write" -- "$mts" write --dir "$work/b" --tasks 2 --task-mib 16 --partitions 200 --json --no-progress
+python3 - "$work/out" <<'PY' && ok || bad "json fields"
+import json, sys
+d = json.load(open(sys.argv[1]))
+need = "tasks parallel partitions batches_per_task input codec level checksum threads budget strategy fsync skew bytes_in bytes_out rows records runs jobs bytes_spilled bytes_merged wall_s task_s generate_s compress_s write_s budget_wait_s peak_bytes_held peak_rss input_rss writer_rss rss_peak_reset adopted failed".split()
+missing = [k for k in need if k not in d]
+assert not missing, missing
+assert d["failed"] == 0 and d["bytes_out"] > 0 and d["bytes_spilled"] == 0 and d["bytes_merged"] == 0, d
+PY
+[ "$(ls "$work/b" | wc -l)" -eq 6 ] && ok || bad "two tasks leave exactly six files: $(ls "$work/b")"
+
+# Writer RSS within the budget plus the documented fixed overhead
+# (16 MiB per process + 48 bytes per partition per task).
+for args in "--budget-mib 8" "--budget-mib 8 --batches 4.8" "--budget-mib 4 --input unsorted --partitions 10000" \
+            "--budget-mib 8 --strategy baseline --batches 3" "--budget-mib 8 --codec zstd --parallel 2 --tasks 4"; do
+  "$mts" write --dir "$work/c" --tasks 2 --task-mib 48 $args --json --no-progress > "$work/rss.json" || { bad "write $args"; continue; }
+  python3 - "$work/rss.json" "$args" <<'PY' && ok || bad "RSS bound: $args"
+import json, sys
+d = json.load(open(sys.argv[1]))
+limit = d["budget"] * d["parallel"] + 16 * 2**20 + 48 * d["partitions"] * d["tasks"]
+print("%-55s writer RSS %.1f MiB, limit %.1f MiB, peak held %.1f MiB" % (sys.argv[2], d["writer_rss"] / 2**20, limit / 2**20, d["peak_bytes_held"] / 2**20))
+assert d["rss_peak_reset"] == 1 and d["writer_rss"] <= limit and d["peak_bytes_held"] <= d["budget"], d
+PY
+done
+
+# A rerun of the same map tasks adopts the committed outputs.
+expect_rc 0 "rerun keeps" -- "$mts" write --dir "$work/b" --tasks 2 --task-mib 16 --keep-existing --json --no-progress
+grep -q '"adopted":2' "$work/out" && ok || bad "rerun adopted both outputs"
+
+# Corruption: one flipped byte in the data file, a truncated index.
+printf '\xff' | dd of="$work/b/shuffle_0_1_0.data" bs=1 seek=1000 conv=notrunc status=none
+expect_rc 1 "inspect a flipped byte" -- "$mts" inspect "$work/b/shuffle_0_1_0.index" --summary
+grep -q "MISMATCH" "$work/out" && grep -q "1 of 200 wrong" "$work/out" && ok || bad "mismatch reported"
+truncate -s 100 "$work/b/shuffle_0_0_0.index"
+expect_rc 1 "inspect a truncated index" -- "$mts" inspect "$work/b/shuffle_0_0_0.data"
+expect_rc 2 "inspect a foreign name" -- "$mts" inspect /etc/passwd
+
+echo "test_cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
