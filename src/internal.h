@@ -18,7 +18,7 @@ typedef struct mts_allocator {
 } mts_allocator;
 
 extern mts_allocator mts__alloc;
-MTS_API void mts__set_allocator(const mts_allocator *a); /* NULL restores libc */
+void mts__set_allocator(const mts_allocator *a); /* NULL restores libc */
 
 static inline void *mts_malloc(size_t n) { return mts__alloc.malloc_fn(n ? n : 1); }
 static inline void *mts_realloc(void *p, size_t n) { return mts__alloc.realloc_fn(p, n ? n : 1); }

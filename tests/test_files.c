@@ -2,10 +2,13 @@
  * (watched with inotify), runs that stay in memory, spills the budget forces,
  * and both ways of copying runs (copy_file_range and pread/pwrite, across
  * filesystems too). */
+#include <signal.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "fileio.h"
+#include "limiter.h"
 #include "internal.h"
 #include "testutil.h"
 #include "writer.h"
@@ -175,6 +178,41 @@ int main(void)
     CHECK(dir_count(dir) == 3);
     inotify_rm_watch(watch_fd, watch_wd);
     close(watch_fd);
+
+    /* A real I/O error (files capped by RLIMIT_FSIZE: write fails with EFBIG)
+     * in the ordered writer, in a spill and in a baseline partition file: the
+     * error comes back with errno kept and the file named, the budget is
+     * released, no file is left, and every later call says the same. */
+    rm_rf(dir);
+    mkdir(dir, 0755);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, cap = {256 << 10, 0};
+    getrlimit(RLIMIT_FSIZE, &old);
+    cap.rlim_max = old.rlim_max;
+    for (int scenario = 0; scenario < 3; scenario++) {
+        mts_writer_options_init(&o);
+        o.dir = dir;
+        o.num_partitions = n;
+        o.codec = MTS_CODEC_NONE;
+        o.max_bytes_in_flight = scenario == 1 ? (512 << 10) : (16 << 20);
+        o.strategy = scenario == 2 ? MTS_STRATEGY_BASELINE : MTS_STRATEGY_STREAMING;
+        CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
+        CHECK(setrlimit(RLIMIT_FSIZE, &cap) == 0);
+        int rc = 0;
+        for (int b = 0; b < 4 && rc == 0; b++) {
+            fill_batch(&s, data, offs, n, scenario == 2 ? 40000 : 10000);
+            rc = mts_writer_add_batch(w, data, offs);
+        }
+        if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);
+        CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+        printf("scenario %d: %s\n", scenario, mts_writer_error(w));
+        CHECK(rc == -EFBIG);
+        CHECK(strstr(mts_writer_error(w), dir) != NULL && strstr(mts_writer_error(w), "File too large"));
+        CHECK(limiter_held(&w->lim) == 0);
+        CHECK(mts_writer_append(w, 0, "x", 1) == -EFBIG && mts_writer_commit(w, NULL, NULL, NULL) == -EFBIG);
+        CHECK(dir_count(dir) == 0);
+        mts_writer_free(w);
+    }
 
     /* Both copy paths, on one filesystem and across two (tmpfs to disk). */
     copy_paths(dir, dir, 0);
