@@ -15,6 +15,8 @@ static void usage(FILE *f)
             "commands:\n"
             "  write     run map tasks over a generated store_sales-like workload\n"
             "  inspect   show one output's index and partition sizes, verify checksums\n"
+            "  read      read a reduce partition (or range) of every map output in a directory\n"
+            "  verify    check every output in a directory: checksums and decodability\n"
             "  version   print the library version\n"
             "\n"
             "'mtshuffle COMMAND --help' describes a command's options.\n");
@@ -90,6 +92,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "write")) return cmd_write(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "read")) return cmd_read(argc - 1, argv + 1);
+    if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("mtshuffle %s\n", mts_version_string());
         return 0;

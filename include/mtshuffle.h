@@ -172,6 +172,74 @@ typedef struct mts_writer_stats {
 
 MTS_API int mts_writer_get_stats(const mts_writer *w, mts_writer_stats *stats);
 
+/* ---- reader (the reduce side) ---------------------------------------------
+ * Opens a set of map outputs and, for one reduce partition or a contiguous
+ * range of them (Spark's batch fetch), yields the decompressed bytes of every
+ * map's segment, in map order. Decompression runs on a pool of threads under
+ * a hard bytes-in-flight budget; with codec none the bytes are handed out
+ * straight from the mapped data file (zero-copy).
+ *
+ * Every offset and length is checked against the file sizes when the outputs
+ * are opened; a checksum mismatch, a corrupt lz4 block or zstd frame ends the
+ * current read with MTS_E_CORRUPT and a message naming file, partition and
+ * offset. Unlike a writer, a reader is not poisoned by an error: the next
+ * mts_reader_start() begins a fresh read. */
+typedef struct mts_reader mts_reader;
+
+#define MTS_CODEC_AUTO ((mts_codec)-1) /* detect per segment from its first bytes */
+
+typedef struct mts_reader_options {
+    mts_codec codec;              /* default MTS_CODEC_AUTO; set it as Spark's config says */
+    uint32_t threads;             /* decompression threads 1..256; default 2 */
+    uint64_t max_bytes_in_flight; /* hard cap on decoded bytes held, >= 64 KiB; default 64 MiB */
+    uint32_t piece_size;          /* decoded bytes per piece handed out, default 1 MiB */
+    int verify_checksums;         /* 1 (default): check each partition against the checksum file */
+    uint64_t reserved[8];         /* must be zero */
+} mts_reader_options;
+
+MTS_API void mts_reader_options_init(mts_reader_options *opts);
+
+/* Opens the map outputs whose data files are data_paths[0..n) (index and
+ * checksum files beside them), in map order. All must have the same number
+ * of partitions. */
+MTS_API int mts_reader_open(const mts_reader_options *opts, const char *const *data_paths, uint32_t n,
+                            mts_reader **out, char *errbuf, size_t errbuf_len);
+/* Opens every committed map output of one shuffle in dir, ordered by map id. */
+MTS_API int mts_reader_open_dir(const mts_reader_options *opts, const char *dir, int32_t shuffle_id,
+                                mts_reader **out, char *errbuf, size_t errbuf_len);
+
+MTS_API uint32_t mts_reader_num_maps(const mts_reader *r);
+MTS_API uint32_t mts_reader_num_partitions(const mts_reader *r);
+MTS_API const char *mts_reader_map_path(const mts_reader *r, uint32_t map);
+/* Stored (compressed) bytes of partitions [start, end) of one map; 0 if out of range. */
+MTS_API uint64_t mts_reader_segment_length(const mts_reader *r, uint32_t map, uint32_t start, uint32_t end);
+
+typedef struct mts_read_piece {
+    uint32_t map;      /* index into the opened outputs */
+    const void *data;  /* valid until the next mts_reader_next/start/free */
+    size_t len;        /* > 0 */
+} mts_read_piece;
+
+/* Begins reading reduce partitions [start, end) of every map (ends any read
+ * in progress). */
+MTS_API int mts_reader_start(mts_reader *r, uint32_t start, uint32_t end);
+/* 1: *piece holds the next bytes (map order, then stream order); 0: the read
+ * is complete; < 0: it failed (see mts_reader_error). */
+MTS_API int mts_reader_next(mts_reader *r, mts_read_piece *piece);
+MTS_API const char *mts_reader_error(const mts_reader *r);
+
+typedef struct mts_reader_stats {
+    uint64_t bytes_stored;    /* segment bytes read from data files */
+    uint64_t bytes_decoded;   /* bytes handed out */
+    uint64_t decode_ns;       /* summed over threads */
+    uint64_t wait_ns;         /* time next() waited for a piece */
+    uint64_t peak_bytes_held; /* high-water mark of the budget */
+} mts_reader_stats;
+
+MTS_API int mts_reader_get_stats(const mts_reader *r, mts_reader_stats *stats);
+/* Accepts NULL. */
+MTS_API void mts_reader_free(mts_reader *r);
+
 /* ---- file names --------------------------------------------------------- */
 /* Writes the final name ("shuffle_S_M_0.data", ".index", ".checksum.ALGO") of
  * kind 'd', 'i' or 'c' into buf. Returns the length, or MTS_E_ARG. */
