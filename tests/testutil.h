@@ -117,6 +117,11 @@ static inline uint64_t be64_at(const unsigned char *p)
     return v;
 }
 
+static inline void put_be64_test(unsigned char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) { p[i] = (unsigned char)v; v >>= 8; }
+}
+
 #define TEST_DONE(name)                                                                    \
     do {                                                                                   \
         printf("%s: %d checks passed\n", name, test_checks);                               \

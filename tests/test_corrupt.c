@@ -1,0 +1,195 @@
+/* Damaged map outputs are always caught by the reader, with the file,
+ * partition and offset named: random byte flips in the data (caught by the
+ * checksum file), flips in compressed streams with checksums off (caught by
+ * lz4-java's per-block XXH32 and zstd's frame checks), truncation at random
+ * offsets, and swapped or altered index entries. */
+#include <time.h>
+
+#include "testutil.h"
+
+static char dir[600], data[800], idx[800], sum[800];
+
+static void make_output(uint64_t *s, mts_codec codec, uint32_t n)
+{
+    mts_writer_options o;
+    mts_writer_options_init(&o);
+    o.dir = dir;
+    o.num_partitions = n;
+    o.codec = codec;
+    mts_writer *w;
+    char err[256];
+    CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
+    unsigned char rec[3000];
+    for (int i = 0; i < 2000; i++) {
+        size_t len = 1 + rng_below(s, sizeof rec);
+        for (size_t k = 0; k < len; k++) rec[k] = (unsigned char)(k / 7 + i);
+        CHECK_RC(mts_writer_append(w, (uint32_t)(i * n / 2000), rec, len));
+    }
+    CHECK_RC(mts_writer_commit(w, NULL, NULL, NULL));
+    mts_writer_free(w);
+}
+
+static unsigned char *orig_data, *orig_idx;
+static size_t data_len, idx_len;
+
+static void restore(void)
+{
+    FILE *f = fopen(data, "wb");
+    fwrite(orig_data, 1, data_len, f);
+    fclose(f);
+    f = fopen(idx, "wb");
+    fwrite(orig_idx, 1, idx_len, f);
+    fclose(f);
+}
+
+/* Opens and reads every partition alone; returns the first error (0 if none)
+ * and its message in msg. */
+static int read_all(int verify, mts_codec codec, char *msg, size_t len)
+{
+    mts_reader_options ro;
+    mts_reader_options_init(&ro);
+    ro.verify_checksums = verify;
+    ro.codec = codec;
+    const char *paths[1] = {data};
+    mts_reader *r;
+    int rc = mts_reader_open(&ro, paths, 1, &r, msg, len);
+    if (rc < 0) return rc;
+    for (uint32_t p = 0; p < mts_reader_num_partitions(r) && rc >= 0; p++) {
+        rc = mts_reader_start(r, p, p + 1);
+        mts_read_piece pc;
+        while (rc >= 0 && (rc = mts_reader_next(r, &pc)) == 1) {}
+        if (rc < 0) snprintf(msg, len, "%s", mts_reader_error(r));
+    }
+    mts_reader_free(r);
+    return rc < 0 ? rc : 0;
+}
+
+static uint32_t partition_of(uint64_t off, uint32_t n)
+{
+    uint32_t p = 0;
+    while (p + 1 < n && be64_at(orig_idx + 8 * (p + 1)) <= off) p++;
+    return p;
+}
+
+static void flip(uint64_t off, unsigned char mask)
+{
+    int fd = open(data, O_RDWR);
+    unsigned char b;
+    CHECK(pread(fd, &b, 1, (off_t)off) == 1);
+    b ^= mask;
+    CHECK(pwrite(fd, &b, 1, (off_t)off) == 1);
+    close(fd);
+}
+
+int main(void)
+{
+    test_init_seed("test_corrupt");
+    uint64_t s = test_seed;
+    char *made = test_tmpdir("corrupt");
+    snprintf(dir, sizeof dir, "%s", made);
+    free(made);
+    snprintf(data, sizeof data, "%s/shuffle_0_0_0.data", dir);
+    snprintf(idx, sizeof idx, "%s/shuffle_0_0_0.index", dir);
+    snprintf(sum, sizeof sum, "%s/shuffle_0_0_0.checksum.ADLER32", dir);
+    const mts_codec codecs[] = {MTS_CODEC_LZ4, MTS_CODEC_ZSTD, MTS_CODEC_NONE};
+    char msg[800];
+    int detected = 0;
+    for (int c = 0; c < 3; c++) {
+        uint32_t n = 37;
+        make_output(&s, codecs[c], n);
+        orig_data = read_file(data, &data_len);
+        orig_idx = read_file(idx, &idx_len);
+        CHECK(read_all(1, codecs[c], msg, sizeof msg) == 0);
+
+        /* Random byte flips: the checksum names the partition. */
+        for (int t = 0; t < 60; t++) {
+            uint64_t off = rng_below(&s, data_len);
+            flip(off, (unsigned char)(1u << rng_below(&s, 8)));
+            int rc = read_all(1, codecs[c], msg, sizeof msg);
+            char want[64];
+            snprintf(want, sizeof want, "partition %u ", partition_of(off, n));
+            if (rc != MTS_E_CORRUPT || !strstr(msg, data) || !strstr(msg, want) || !strstr(msg, "offset")) {
+                fprintf(stderr, "flip at %llu: rc %d, %s\n", (unsigned long long)off, rc, msg);
+                CHECK(0);
+            }
+            detected++;
+            restore();
+        }
+
+        /* Without the checksum file, lz4's per-block XXH32 still catches a
+         * flip in any block's payload; zstd's frame checks catch a damaged
+         * frame header. The message names the partition and offset. */
+        if (codecs[c] != MTS_CODEC_NONE) {
+            for (int t = 0; t < 30; t++) {
+                uint32_t p = (uint32_t)rng_below(&s, n);
+                uint64_t a = be64_at(orig_idx + 8 * p), b = be64_at(orig_idx + 8 * (p + 1));
+                if (b - a < 40) continue;
+                uint64_t off = codecs[c] == MTS_CODEC_LZ4 ? a + 21 + rng_below(&s, b - a - 42) : a + rng_below(&s, 4);
+                flip(off, 0x10);
+                int rc = read_all(0, codecs[c], msg, sizeof msg);
+                char want[64];
+                snprintf(want, sizeof want, "partition %u", p);
+                if (rc != MTS_E_CORRUPT || !strstr(msg, want) || !strstr(msg, "corrupt")) {
+                    fprintf(stderr, "codec flip at %llu (partition %u): rc %d, %s\n", (unsigned long long)off, p, rc, msg);
+                    CHECK(0);
+                }
+                detected++;
+                restore();
+            }
+        }
+
+        /* Truncation at a random offset: the data no longer matches its index. */
+        for (int t = 0; t < 20; t++) {
+            CHECK(truncate(data, (off_t)rng_below(&s, data_len)) == 0);
+            CHECK(read_all(1, codecs[c], msg, sizeof msg) == MTS_E_CORRUPT && strstr(msg, data) && (strstr(msg, "past the end") || strstr(msg, "index ends at")));
+            detected++;
+            restore();
+        }
+        /* A truncated index. */
+        CHECK(truncate(idx, (off_t)(idx_len - 8)) == 0);
+        CHECK(read_all(1, codecs[c], msg, sizeof msg) == MTS_E_CORRUPT);
+        restore();
+
+        /* Swapped index entries: offsets out of order. */
+        for (int t = 0; t < 20; t++) {
+            uint32_t i = 1 + (uint32_t)rng_below(&s, n - 1), j = i + 1 + (uint32_t)rng_below(&s, n - i);
+            if (be64_at(orig_idx + 8 * i) == be64_at(orig_idx + 8 * j)) continue;
+            unsigned char *bad = malloc(idx_len);
+            memcpy(bad, orig_idx, idx_len);
+            memcpy(bad + 8 * i, orig_idx + 8 * j, 8);
+            memcpy(bad + 8 * j, orig_idx + 8 * i, 8);
+            FILE *f = fopen(idx, "wb");
+            fwrite(bad, 1, idx_len, f);
+            fclose(f);
+            free(bad);
+            int rc = read_all(1, codecs[c], msg, sizeof msg);
+            CHECK(rc == MTS_E_CORRUPT && strstr(msg, "index") && strstr(msg, "offset"));
+            detected++;
+            restore();
+        }
+        /* An interior offset moved (still monotonic): two partitions' bytes
+         * shift; their checksums catch it. */
+        for (uint32_t i = 1; i < n; i++) {
+            uint64_t a = be64_at(orig_idx + 8 * (i - 1)), v = be64_at(orig_idx + 8 * i), b = be64_at(orig_idx + 8 * (i + 1));
+            if (v - a < 2 || b == v) continue;
+            unsigned char *bad = malloc(idx_len);
+            memcpy(bad, orig_idx, idx_len);
+            put_be64_test(bad + 8 * i, v - 1);
+            FILE *f = fopen(idx, "wb");
+            fwrite(bad, 1, idx_len, f);
+            fclose(f);
+            free(bad);
+            CHECK(read_all(1, codecs[c], msg, sizeof msg) == MTS_E_CORRUPT);
+            detected++;
+            restore();
+            break;
+        }
+        free(orig_data);
+        free(orig_idx);
+        rm_rf(dir);
+        mkdir(dir, 0755);
+    }
+    printf("test_corrupt: %d corruptions, all detected\n", detected);
+    rm_rf(dir);
+    TEST_DONE("test_corrupt");
+}
