@@ -3,7 +3,9 @@ import java.io.*;
 import java.nio.file.*;
 import java.util.*;
 import java.util.zip.*;
+import com.github.luben.zstd.ZstdOutputStreamNoFinalizer;
 import net.jpountz.lz4.LZ4BlockInputStream;
+import net.jpountz.lz4.LZ4BlockOutputStream;
 import net.jpountz.lz4.LZ4Factory;
 import net.jpountz.xxhash.XXHashFactory;
 
@@ -14,6 +16,11 @@ import net.jpountz.xxhash.XXHashFactory;
  * build it) and zstd-jni's ZstdInputStreamNoFinalizer. Every partition alone
  * and contiguous ranges of partitions (Spark's batch fetch) must decode to the
  * bytes the C generator put in. Usage: CompatTest DIR
+ *
+ * "CompatTest write DIR" does the reverse: it writes map outputs the way Spark
+ * does (one LZ4BlockOutputStream or ZstdOutputStreamNoFinalizer per
+ * partition, some partitions two streams back to back as after a spill merge,
+ * index and checksum files through DataOutputStream) for the C reader.
  */
 public class CompatTest {
     static int checks = 0, outputs = 0;
@@ -62,7 +69,64 @@ public class CompatTest {
         return "none";
     }
 
+    static OutputStream encoder(String codec, OutputStream out) throws IOException {
+        if (codec.equals("lz4"))
+            return new LZ4BlockOutputStream(out, 32 * 1024, LZ4Factory.fastestInstance().fastCompressor(),
+                    XXHashFactory.fastestInstance().newStreamingHash32(0x9747B28C).asChecksum(), false);
+        return new BufferedOutputStream(new ZstdOutputStreamNoFinalizer(out).setLevel(1), 32 * 1024);
+    }
+
+    static void writeLongs(Path p, long[] v) throws IOException {
+        try (DataOutputStream out = new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(p)))) {
+            for (long x : v) out.writeLong(x);
+        }
+    }
+
+    static void writeOutputs(Path dir) throws IOException {
+        String[] codecs = {"lz4", "zstd"};
+        Random r = new Random(7);
+        for (int map = 0; map < 4; map++) {
+            String codec = codecs[map % 2];
+            int n = 13;
+            ByteArrayOutputStream data = new ByteArrayOutputStream(), plain = new ByteArrayOutputStream();
+            long[] idx = new long[n + 1], pidx = new long[n + 1], sums = new long[n];
+            for (int p = 0; p < n; p++) {
+                int streams = p % 5 == 4 ? 0 : p % 3 == 0 ? 2 : 1; /* some empty, some two streams */
+                ByteArrayOutputStream part = new ByteArrayOutputStream();
+                for (int k = 0; k < streams; k++) {
+                    OutputStream enc = encoder(codec, part);
+                    int records = 1 + r.nextInt(400);
+                    for (int i = 0; i < records; i++) {
+                        byte[] rec = new byte[r.nextInt(100) == 0 ? 70000 : r.nextInt(200)];
+                        for (int b = 0; b < rec.length; b++) rec[b] = (byte) (b / 9 + p + i);
+                        enc.write(rec);
+                        plain.write(rec);
+                    }
+                    enc.close();
+                }
+                byte[] bytes = part.toByteArray();
+                Adler32 a = new Adler32();
+                a.update(bytes);
+                sums[p] = a.getValue();
+                data.write(bytes);
+                idx[p + 1] = data.size();
+                pidx[p + 1] = plain.size();
+            }
+            String base = dir + "/shuffle_2_" + map + "_0";
+            Files.write(Paths.get(base + ".data"), data.toByteArray());
+            writeLongs(Paths.get(base + ".index"), idx);
+            writeLongs(Paths.get(base + ".checksum.ADLER32"), sums);
+            Files.write(Paths.get(base + ".plain"), plain.toByteArray());
+            writeLongs(Paths.get(base + ".plainindex"), pidx);
+            System.out.println("wrote " + base + ": " + n + " partitions, " + codec + ", " + data.size() + " bytes");
+        }
+    }
+
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("write")) {
+            writeOutputs(Paths.get(args[1]));
+            return;
+        }
         Path dir = Paths.get(args[0]);
         List<Path> indexes = new ArrayList<>();
         try (DirectoryStream<Path> ds = Files.newDirectoryStream(dir, "shuffle_*_0.index")) {
