@@ -2,6 +2,7 @@
 # Set-up, build and run on a fresh Debian machine.
 #   ./dev.sh demo   install what is needed, build, run the mtshuffle write demo
 #   ./dev.sh test   install what is needed, build, run every test with ctest
+#   ./dev.sh bench  install what is needed, build, run the whole benchmark suite
 set -euo pipefail
 cd "$(dirname "$0")"
 BUILD=${BUILD:-build}
@@ -20,6 +21,10 @@ install_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+install_python() {
+  python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib
+}
+
 build() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$BUILD"
@@ -34,11 +39,18 @@ case "${1:-}" in
     ;;
   test)
     install_packages
+    install_python
     build
     ctest --test-dir "$BUILD" --output-on-failure
     ;;
+  bench)
+    install_packages
+    install_python
+    build
+    python3 bench/suite.py
+    ;;
   *)
-    echo "usage: ./dev.sh demo | test" >&2
+    echo "usage: ./dev.sh demo | test | bench" >&2
     exit 2
     ;;
 esac

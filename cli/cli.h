@@ -8,6 +8,7 @@ int cmd_write(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_read(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 double cli_now(void);
 /* Parses "lz4" / "zstd" / "none"; -1 if unknown. */

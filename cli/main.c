@@ -17,6 +17,7 @@ static void usage(FILE *f)
             "  inspect   show one output's index and partition sizes, verify checksums\n"
             "  read      read a reduce partition (or range) of every map output in a directory\n"
             "  verify    check every output in a directory: checksums and decodability\n"
+            "  bench     time one configuration: writer strategies against the machine's limits\n"
             "  version   print the library version\n"
             "\n"
             "'mtshuffle COMMAND --help' describes a command's options.\n");
@@ -94,6 +95,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "read")) return cmd_read(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("mtshuffle %s\n", mts_version_string());
         return 0;

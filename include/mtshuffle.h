@@ -240,6 +240,26 @@ MTS_API int mts_reader_get_stats(const mts_reader *r, mts_reader_stats *stats);
 /* Accepts NULL. */
 MTS_API void mts_reader_free(mts_reader *r);
 
+/* ---- codecs, one stream at a time ------------------------------------------
+ * The writer's codecs on their own: for tools and benchmarks that need the
+ * exact streams the writer makes (compress) or reads (decompress). */
+typedef struct mts_cctx mts_cctx;
+
+MTS_API int mts_cctx_create(mts_codec codec, int level, uint32_t block_size, mts_cctx **out);
+/* Largest output of one mts_cctx_compress() call for n input bytes. */
+MTS_API size_t mts_cctx_bound(const mts_cctx *c, size_t n);
+/* Compresses src into one complete stream (lz4-java block stream with its end
+ * mark, one zstd frame, or a copy). */
+MTS_API int mts_cctx_compress(mts_cctx *c, const void *src, size_t n, void *dst, size_t cap, size_t *out_len);
+MTS_API void mts_cctx_free(mts_cctx *c); /* accepts NULL */
+
+/* Receives decoded bytes in order; returning a negative code stops decoding. */
+typedef int (*mts_sink_fn)(void *ctx, const void *buf, size_t len);
+/* Decodes a concatenation of streams; MTS_E_CORRUPT with *bad_offset (may be
+ * NULL) at the block or frame that failed. */
+MTS_API int mts_decompress(mts_codec codec, const void *src, size_t n, mts_sink_fn sink, void *ctx,
+                           uint64_t *bad_offset);
+
 /* ---- file names --------------------------------------------------------- */
 /* Writes the final name ("shuffle_S_M_0.data", ".index", ".checksum.ALGO") of
  * kind 'd', 'i' or 'c' into buf. Returns the length, or MTS_E_ARG. */

@@ -1,0 +1,435 @@
+/* mtshuffle bench: one configuration, every contender on the same generated
+ * input, interleaved repetition by repetition (A B C ... A B C ...), the
+ * outputs dropped between runs so every contender starts from the same page
+ * cache state. Prints one JSON object with every sample; bench/suite.py runs
+ * the sweeps and does the statistics.
+ *
+ * Contenders:
+ *   streaming, baseline  the writer's two strategies, map tasks one after another
+ *   compress             compress-only: the same segments, codec and threads, into memory
+ *   write                write-only: those compressed bytes, one file per task, sequentially
+ *   lz4, zstd            the external CLIs compressing the same bytes into one file
+ *   read                 the reader: every partition of every map, as reducers fetch them
+ *   decode               decode-only: the same stored bytes, same threads, from memory */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "mtshuffle.h"
+#include "workload.h"
+
+#define MTS_BENCH_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+#define MAX_CONTENDERS 8
+static const char *all_contenders[MAX_CONTENDERS] = {"streaming", "baseline", "compress", "write",
+                                                     "lz4",       "zstd",     "read",     "decode"};
+
+typedef struct item { /* one compress-only / decode-only unit */
+    const unsigned char *src;
+    uint64_t len;
+    unsigned char *dst;
+    size_t cap, out;
+    uint32_t task;
+} item;
+
+typedef struct bench {
+    mts_writer_options o;
+    char dir[2048], peer_dir[2048], input_path[2300];
+    uint32_t tasks, reps;
+    double task_mib, batches;
+    wl_params wl;
+    int use[MAX_CONTENDERS];
+    uint32_t *nbatches;
+    wl_batch **batch;
+    uint64_t bytes_in;
+    item *items;
+    size_t nitems;
+    uint64_t compressed;
+    /* decode-only */
+    unsigned char **stored;
+    uint64_t *stored_len;
+    item *ditems;
+    size_t nditems;
+    size_t next;            /* work counter, atomic */
+    int failed;
+} bench;
+
+static void die(const char *what, const char *msg)
+{
+    fprintf(stderr, "bench: %s: %s\n", what, msg);
+    exit(1);
+}
+
+static void remove_outputs(bench *b)
+{
+    char name[256], path[4096];
+    for (uint32_t t = 0; t < b->tasks; t++) {
+        const int kinds[] = {'d', 'i', 'c'};
+        for (int k = 0; k < 3; k++) {
+            if (mts_output_name(name, sizeof name, 0, t, kinds[k], MTS_CHECKSUM_ADLER32) < 0) continue;
+            snprintf(path, sizeof path, "%s/%s", b->dir, name);
+            unlink(path);
+        }
+        snprintf(path, sizeof path, "%s/task%u.bin", b->dir, t);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/peer.out", b->dir);
+    unlink(path);
+}
+
+static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
+{
+    *peak_held = 0;
+    for (uint32_t t = 0; t < b->tasks; t++) {
+        mts_writer_options o = b->o;
+        o.dir = b->dir;
+        o.map_id = t;
+        o.strategy = strategy;
+        mts_writer *w;
+        char err[600];
+        if (mts_writer_create(&o, &w, err, sizeof err) < 0) die("create", err);
+        int rc = 0;
+        for (uint32_t k = 0; rc == 0 && k < b->nbatches[t]; k++)
+            rc = mts_writer_add_batch(w, b->batch[t][k].grouped, b->batch[t][k].offsets);
+        if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);
+        if (rc < 0) die("write", mts_writer_error(w));
+        mts_writer_stats st;
+        mts_writer_get_stats(w, &st);
+        if (st.peak_bytes_held > *peak_held) *peak_held = st.peak_bytes_held;
+        mts_writer_free(w);
+    }
+}
+
+static void *compress_main(void *arg)
+{
+    bench *b = arg;
+    mts_cctx *c;
+    if (mts_cctx_create(b->o.codec, b->o.level, b->o.block_size, &c) < 0) die("codec", "create");
+    for (;;) {
+        size_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+        if (i >= b->nitems) break;
+        item *it = &b->items[i];
+        if (mts_cctx_compress(c, it->src, it->len, it->dst, it->cap, &it->out) < 0) die("compress", "failed");
+    }
+    mts_cctx_free(c);
+    return NULL;
+}
+
+static int count_sink(void *ctx, const void *buf, size_t len)
+{
+    (void)buf;
+    *(uint64_t *)ctx += len;
+    return 0;
+}
+
+static void *decode_main(void *arg)
+{
+    bench *b = arg;
+    for (;;) {
+        size_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+        if (i >= b->nditems) break;
+        uint64_t n = 0;
+        if (mts_decompress(b->o.codec, b->ditems[i].src, b->ditems[i].len, count_sink, &n, NULL) < 0)
+            die("decode", "corrupt");
+        b->ditems[i].out = n;
+    }
+    return NULL;
+}
+
+static void run_threads(bench *b, void *(*fn)(void *))
+{
+    pthread_t th[256];
+    b->next = 0;
+    for (uint32_t i = 0; i < b->o.threads; i++) pthread_create(&th[i], NULL, fn, b);
+    for (uint32_t i = 0; i < b->o.threads; i++) pthread_join(th[i], NULL);
+}
+
+/* The writer's segments: each partition of each batch in job_size pieces. */
+static void plan_items(bench *b)
+{
+    mts_cctx *c;
+    if (mts_cctx_create(b->o.codec, b->o.level, b->o.block_size, &c) < 0) die("codec", "create");
+    size_t cap = 1024;
+    b->items = malloc(cap * sizeof *b->items);
+    for (uint32_t t = 0; t < b->tasks; t++)
+        for (uint32_t k = 0; k < b->nbatches[t]; k++) {
+            wl_batch *bt = &b->batch[t][k];
+            for (uint32_t p = 0; p < b->o.num_partitions; p++)
+                for (uint64_t o = bt->offsets[p]; o < bt->offsets[p + 1]; o += b->o.job_size) {
+                    if (b->nitems == cap) b->items = realloc(b->items, (cap *= 2) * sizeof *b->items);
+                    item *it = &b->items[b->nitems++];
+                    it->src = bt->grouped + o;
+                    it->len = MTS_BENCH_MIN(b->o.job_size, bt->offsets[p + 1] - o);
+                    it->cap = mts_cctx_bound(c, it->len);
+                    it->dst = malloc(it->cap);
+                    memset(it->dst, 0, it->cap); /* fault the pages in before timing */
+                    it->task = t;
+                }
+        }
+    mts_cctx_free(c);
+}
+
+static void write_only(bench *b)
+{
+    size_t i = 0;
+    for (uint32_t t = 0; t < b->tasks; t++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/task%u.bin", b->dir, t);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) die(path, strerror(errno));
+        struct iovec iov[1024];
+        while (i < b->nitems && b->items[i].task == t) {
+            int n = 0;
+            while (n < 1024 && i < b->nitems && b->items[i].task == t) {
+                iov[n++] = (struct iovec){b->items[i].dst, b->items[i].out};
+                i++;
+            }
+            for (int k = 0; k < n;) { /* writev may be short */
+                ssize_t w = writev(fd, iov + k, n - k);
+                if (w < 0) die("write", strerror(errno));
+                while (k < n && (size_t)w >= iov[k].iov_len) w -= (ssize_t)iov[k++].iov_len;
+                if (k < n) { iov[k].iov_base = (char *)iov[k].iov_base + w; iov[k].iov_len -= (size_t)w; }
+            }
+        }
+        if (b->o.fsync && fsync(fd)) die("fsync", strerror(errno));
+        close(fd);
+    }
+}
+
+static void run_peer(bench *b, const char *which)
+{
+    char out[4096], threads[32];
+    snprintf(out, sizeof out, "%s/peer.out", b->dir);
+    snprintf(threads, sizeof threads, "-T%u", b->o.threads);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!strcmp(which, "lz4")) execlp("lz4", "lz4", "-1", "-q", "-f", b->input_path, out, (char *)NULL);
+        else execlp("zstd", "zstd", "-1", threads, "-q", "-f", b->input_path, "-o", out, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) die(which, "the peer failed (is it installed?)");
+    if (b->o.fsync) {
+        int fd = open(out, O_RDONLY);
+        if (fd >= 0) { fsync(fd); close(fd); }
+    }
+}
+
+static void run_read(bench *b)
+{
+    mts_reader_options ro;
+    mts_reader_options_init(&ro);
+    ro.threads = b->o.threads;
+    ro.codec = b->o.codec;
+    mts_reader *r;
+    char err[600];
+    if (mts_reader_open_dir(&ro, b->dir, 0, &r, err, sizeof err) < 0) die("read", err);
+    mts_read_piece pc;
+    for (uint32_t p = 0; p < b->o.num_partitions; p++) {
+        int rc = mts_reader_start(r, p, p + 1);
+        while (rc >= 0 && (rc = mts_reader_next(r, &pc)) == 1) {}
+        if (rc < 0) die("read", mts_reader_error(r));
+    }
+    mts_reader_free(r);
+}
+
+/* Loads the streaming outputs into memory for decode-only. */
+static void load_stored(bench *b)
+{
+    b->stored = calloc(b->tasks, sizeof *b->stored);
+    b->stored_len = calloc(b->tasks, sizeof *b->stored_len);
+    b->ditems = malloc((size_t)b->tasks * b->o.num_partitions * sizeof *b->ditems);
+    for (uint32_t t = 0; t < b->tasks; t++) {
+        char name[256], path[4096];
+        mts_output_name(name, sizeof name, 0, t, 'i', MTS_CHECKSUM_NONE);
+        snprintf(path, sizeof path, "%s/%s", b->dir, name);
+        FILE *f = fopen(path, "rb");
+        if (!f) die(path, strerror(errno));
+        uint64_t *off = malloc(((size_t)b->o.num_partitions + 1) * 8);
+        for (uint32_t p = 0; p <= b->o.num_partitions; p++) {
+            unsigned char v[8];
+            if (fread(v, 1, 8, f) != 8) die(path, "short index");
+            off[p] = 0;
+            for (int k = 0; k < 8; k++) off[p] = off[p] << 8 | v[k];
+        }
+        fclose(f);
+        mts_output_name(name, sizeof name, 0, t, 'd', MTS_CHECKSUM_NONE);
+        snprintf(path, sizeof path, "%s/%s", b->dir, name);
+        f = fopen(path, "rb");
+        b->stored_len[t] = off[b->o.num_partitions];
+        b->stored[t] = malloc(b->stored_len[t] + 1);
+        if (!f || fread(b->stored[t], 1, b->stored_len[t], f) != b->stored_len[t]) die(path, "short data");
+        fclose(f);
+        for (uint32_t p = 0; p < b->o.num_partitions; p++)
+            if (off[p + 1] > off[p])
+                b->ditems[b->nditems++] = (item){b->stored[t] + off[p], off[p + 1] - off[p], NULL, 0, 0, t};
+        free(off);
+    }
+}
+
+static void write_input_file(bench *b)
+{
+    snprintf(b->input_path, sizeof b->input_path, "%s/mtshuffle-bench-input.%d", b->peer_dir, (int)getpid());
+    FILE *f = fopen(b->input_path, "wb");
+    if (!f) die(b->input_path, strerror(errno));
+    for (uint32_t t = 0; t < b->tasks; t++)
+        for (uint32_t k = 0; k < b->nbatches[t]; k++)
+            if (fwrite(b->batch[t][k].grouped, 1, b->batch[t][k].bytes, f) != b->batch[t][k].bytes) die("input", "write");
+    fclose(f);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench b;
+    memset(&b, 0, sizeof b);
+    mts_writer_options_init(&b.o);
+    b.o.num_partitions = 200;
+    snprintf(b.dir, sizeof b.dir, "out/bench");
+    snprintf(b.peer_dir, sizeof b.peer_dir, access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    b.tasks = 16;
+    b.reps = 5;
+    b.task_mib = 64;
+    b.batches = 1;
+    b.wl.seed = 42;
+    for (int i = 0; i < MAX_CONTENDERS; i++) b.use[i] = 1;
+    static const struct option opts[] = {
+        {"tasks", 1, 0, 'T'}, {"task-mib", 1, 0, 'M'}, {"batches", 1, 0, 'B'}, {"partitions", 1, 0, 'P'},
+        {"skew", 1, 0, 'S'}, {"codec", 1, 0, 'c'}, {"level", 1, 0, 'l'}, {"threads", 1, 0, 't'},
+        {"budget-mib", 1, 0, 'b'}, {"fsync", 0, 0, 'f'}, {"reps", 1, 0, 'r'}, {"dir", 1, 0, 'd'},
+        {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'T': b.tasks = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'M': b.task_mib = atof(optarg); break;
+        case 'B': b.batches = atof(optarg); break;
+        case 'P': b.o.num_partitions = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'S': b.wl.skew = atof(optarg); break;
+        case 'c':
+            if (cli_parse_codec(optarg) < 0) die("--codec", optarg);
+            b.o.codec = (mts_codec)cli_parse_codec(optarg);
+            break;
+        case 'l': b.o.level = atoi(optarg); break;
+        case 't': b.o.threads = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'b': b.o.max_bytes_in_flight = (uint64_t)(atof(optarg) * 1048576.0); break;
+        case 'f': b.o.fsync = 1; break;
+        case 'r': b.reps = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'd': snprintf(b.dir, sizeof b.dir, "%s", optarg); break;
+        case 'p': snprintf(b.peer_dir, sizeof b.peer_dir, "%s", optarg); break;
+        case 'C':
+            for (int i = 0; i < MAX_CONTENDERS; i++) b.use[i] = strstr(optarg, all_contenders[i]) != NULL;
+            break;
+        case 'h':
+            printf("usage: mtshuffle bench [--tasks N] [--task-mib M] [--batches B] [--partitions N] [--skew F]\n"
+                   "       [--codec C] [--level L] [--threads T] [--budget-mib M] [--fsync] [--reps R]\n"
+                   "       [--dir DIR] [--peer-dir DIR] [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode]\n"
+                   "One configuration, contenders interleaved; prints JSON samples (seconds per run).\n"
+                   "bench/suite.py runs the whole suite.\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    if (!b.tasks || !b.reps || b.o.threads < 1 || b.o.threads > 256) die("options", "bad --tasks, --reps or --threads");
+    b.wl.partitions = b.o.num_partitions;
+    if (mkdir(b.dir, 0755) && errno != EEXIST) die(b.dir, strerror(errno));
+
+    b.nbatches = calloc(b.tasks, sizeof *b.nbatches);
+    b.batch = calloc(b.tasks, sizeof *b.batch);
+    uint64_t rows = (uint64_t)(b.task_mib * 1048576.0 / WL_ROW_BYTES);
+    for (uint32_t t = 0; t < b.tasks; t++) {
+        long nb = lround(b.batches * (t + 1)) - lround(b.batches * t);
+        b.nbatches[t] = (uint32_t)(nb < 1 ? 1 : nb);
+        b.batch[t] = calloc(b.nbatches[t], sizeof(wl_batch));
+        for (uint32_t k = 0; k < b.nbatches[t]; k++) {
+            uint64_t r = rows / b.nbatches[t] + (k < rows % b.nbatches[t]);
+            if (wl_make_batch(&b.wl, t, k, r, 0, &b.batch[t][k]) < 0) die("workload", "out of memory");
+            b.bytes_in += b.batch[t][k].bytes;
+        }
+    }
+    if (b.use[2] || b.use[3]) plan_items(&b);
+    if (b.use[4] || b.use[5]) write_input_file(&b);
+
+    double samples[MAX_CONTENDERS][64];
+    uint64_t rss[MAX_CONTENDERS][64], held[MAX_CONTENDERS][64];
+    uint64_t bytes_out = 0;
+    if (b.reps > 64) b.reps = 64;
+    /* read and decode run right after streaming, on its output. */
+    static const int order[MAX_CONTENDERS] = {0, 6, 7, 1, 2, 3, 4, 5};
+    for (uint32_t rep = 0; rep < b.reps; rep++) {
+        for (int oi = 0; oi < MAX_CONTENDERS; oi++) {
+            int c = order[oi];
+            if (!b.use[c]) continue;
+            int needs_output = c == 6 || c == 7;
+            if (!needs_output) remove_outputs(&b);
+            if (c == 3 && !b.use[2]) { b.next = 0; run_threads(&b, compress_main); }
+            if (needs_output && !b.use[0] && (c == 6 || !b.use[6])) {
+                uint64_t h;
+                remove_outputs(&b);
+                run_writer(&b, MTS_STRATEGY_STREAMING, &h);
+            }
+            if (c == 7 && !b.stored) load_stored(&b);
+            held[c][rep] = 0;
+            cli_reset_peak_rss();
+            uint64_t rss0 = cli_current_rss();
+            double t0 = cli_now();
+            switch (c) {
+            case 0: run_writer(&b, MTS_STRATEGY_STREAMING, &held[c][rep]); break;
+            case 1: run_writer(&b, MTS_STRATEGY_BASELINE, &held[c][rep]); break;
+            case 2: run_threads(&b, compress_main); break;
+            case 3: write_only(&b); break;
+            case 4: run_peer(&b, "lz4"); break;
+            case 5: run_peer(&b, "zstd"); break;
+            case 6: run_read(&b); break;
+            case 7: run_threads(&b, decode_main); break;
+            }
+            samples[c][rep] = cli_now() - t0;
+            uint64_t peak = cli_peak_rss();
+            rss[c][rep] = peak > rss0 ? peak - rss0 : 0;
+            if (c == 0 && rep == 0) {
+                for (uint32_t t = 0; t < b.tasks; t++) {
+                    char name[256], path[4096];
+                    struct stat st;
+                    mts_output_name(name, sizeof name, 0, t, 'd', MTS_CHECKSUM_NONE);
+                    snprintf(path, sizeof path, "%s/%s", b.dir, name);
+                    if (stat(path, &st) == 0) bytes_out += (uint64_t)st.st_size;
+                }
+            }
+        }
+    }
+    remove_outputs(&b);
+    if (b.input_path[0]) unlink(b.input_path);
+    for (size_t i = 0; i < b.nitems; i++) b.compressed += b.items[i].out;
+
+    printf("{\"config\":{\"tasks\":%u,\"task_mib\":%.3f,\"batches\":%.3f,\"partitions\":%u,\"skew\":%.3f,"
+           "\"codec\":\"%s\",\"level\":%d,\"threads\":%u,\"budget\":%llu,\"fsync\":%d,\"reps\":%u,\"dir\":\"%s\"},"
+           "\"bytes_in\":%llu,\"bytes_out\":%llu,\"compressed_only_bytes\":%llu,\"samples\":{",
+           b.tasks, b.task_mib, b.batches, b.o.num_partitions, b.wl.skew, mts_codec_name(b.o.codec), b.o.level,
+           b.o.threads, (unsigned long long)b.o.max_bytes_in_flight, b.o.fsync, b.reps, b.dir,
+           (unsigned long long)b.bytes_in, (unsigned long long)bytes_out, (unsigned long long)b.compressed);
+    const char *sep = "";
+    for (int c = 0; c < MAX_CONTENDERS; c++) {
+        if (!b.use[c]) continue;
+        printf("%s\"%s\":{\"seconds\":[", sep, all_contenders[c]);
+        for (uint32_t r = 0; r < b.reps; r++) printf("%s%.6f", r ? "," : "", samples[c][r]);
+        printf("],\"rss\":[");
+        for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)rss[c][r]);
+        printf("],\"peak_held\":[");
+        for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)held[c][r]);
+        printf("]}");
+        sep = ",";
+    }
+    printf("}}\n");
+    return 0;
+}

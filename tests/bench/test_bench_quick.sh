@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Smoke test of the benchmark suite: `bench/suite.py --quick` runs to the end
+# and its JSON, CSV and plots have every field. Speed is not checked here.
+set -euo pipefail
+mts=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$(mktemp -d "${TMPDIR:-/tmp}/mts-bench-XXXXXX")
+trap 'rm -rf "$out"' EXIT
+python3 -c "import matplotlib" 2>/dev/null || { echo "matplotlib is not installed"; exit 77; }
+start=$(date +%s)
+python3 "$root/bench/suite.py" --quick --out "$out" --mtshuffle "$mts" > "$out/table.md"
+echo "suite --quick took $(( $(date +%s) - start )) s"
+python3 - "$out" <<'PY'
+import csv, json, os, sys
+out = sys.argv[1]
+d = json.load(open(os.path.join(out, "suite.json")))
+for k in ("command", "quick", "reps", "machine", "started", "seconds", "rows", "plots"):
+    assert k in d, k
+assert d["quick"] and d["reps"] >= 3 and len(d["rows"]) == 4
+for r in d["rows"]:
+    for k in ("group", "label", "config", "bytes_in", "bytes_out", "contenders", "baseline_over_streaming",
+              "streaming_over_limit", "rss_within_budget", "peak_held_within_budget"):
+        assert k in r, (r["label"], k)
+    for name in ("streaming", "baseline", "compress", "write"):
+        c = r["contenders"][name]
+        for k in ("median", "min", "max", "n", "seconds", "rss_max", "peak_held_max"):
+            assert k in c, (r["label"], name, k)
+        assert c["n"] == d["reps"] and len(c["seconds"]) == d["reps"] and c["min"] <= c["median"] <= c["max"]
+    q = r["baseline_over_streaming"]
+    assert all(k in q for k in ("median", "min", "max", "t", "p", "df")), q
+    assert 0 <= q["p"] <= 1, q
+    assert r["peak_held_within_budget"], r["label"]
+first = d["rows"][0]
+for name in ("lz4", "zstd", "read", "decode"):
+    assert name in first["contenders"], name
+assert "read_over_decode" in first
+for p in ("time_vs_batches.png", "time_vs_partitions.png", "limit_fraction.png"):
+    assert p in d["plots"] and os.path.getsize(os.path.join(out, p)) > 1000, p
+rows = list(csv.DictReader(open(os.path.join(out, "suite.csv"))))
+assert len(rows) >= 4 * 4 and {"contender", "median_s", "rss_max"} <= set(rows[0])
+print("bench smoke test: %d configurations, %d CSV rows, plots %s" % (len(d["rows"]), len(rows), d["plots"]))
+PY
+grep -q "baseline/streaming" "$out/table.md"
