@@ -5,23 +5,6 @@
 #include "internal.h"
 #include "testutil.h"
 
-typedef struct sinkbuf {
-    unsigned char *buf;
-    size_t len, cap;
-} sinkbuf;
-
-static int sink(void *ctx, const void *b, size_t n)
-{
-    sinkbuf *s = ctx;
-    if (s->len + n > s->cap) {
-        s->cap = (s->len + n) * 2;
-        s->buf = realloc(s->buf, s->cap);
-    }
-    memcpy(s->buf + s->len, b, n);
-    s->len += n;
-    return 0;
-}
-
 static size_t compress(const codec_params *p, const void *src, size_t n, unsigned char **out)
 {
     const codec_vtable *v = codec_get(p->id);

@@ -181,23 +181,6 @@ static void run_trial(trial *t, mts_strategy strategy, uint64_t *lengths, uint64
     free(batch);
 }
 
-typedef struct sinkbuf {
-    unsigned char *buf;
-    size_t len, cap;
-} sinkbuf;
-
-static int sink(void *ctx, const void *b, size_t n)
-{
-    sinkbuf *s = ctx;
-    if (s->len + n > s->cap) {
-        s->cap = (s->len + n) * 2;
-        s->buf = realloc(s->buf, s->cap);
-    }
-    memcpy(s->buf + s->len, b, n);
-    s->len += n;
-    return 0;
-}
-
 /* Reads the committed files back and checks every partition record by
  * record. Returns the decoded partitions concatenated, for comparing
  * strategies. */

@@ -117,6 +117,24 @@ static inline uint64_t be64_at(const unsigned char *p)
     return v;
 }
 
+/* A growing buffer that collects decoded bytes (a codec_sink / mts_sink_fn). */
+typedef struct sinkbuf {
+    unsigned char *buf;
+    size_t len, cap;
+} sinkbuf;
+
+static inline int sink(void *ctx, const void *b, size_t n)
+{
+    sinkbuf *s = ctx;
+    if (s->len + n > s->cap) {
+        s->cap = (s->len + n) * 2;
+        s->buf = realloc(s->buf, s->cap);
+    }
+    memcpy(s->buf + s->len, b, n);
+    s->len += n;
+    return 0;
+}
+
 static inline void put_be64_test(unsigned char *p, uint64_t v)
 {
     for (int i = 7; i >= 0; i--) { p[i] = (unsigned char)v; v >>= 8; }
