@@ -28,18 +28,18 @@ int part_file_append(mts_writer *w, uint32_t p, const void *buf, uint64_t len)
     int rc = 0;
     if (pt->fd < 0) {
         part_name(w, p, name, sizeof name);
-        int flags = O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | (pt->fd == FD_CLOSED ? 0 : O_TRUNC);
-        int fd = open(name, flags, 0644);
-        if (fd < 0 && errno == EMFILE) { /* out of descriptors: close the others */
+        int flags = O_RDWR | O_CREAT | O_APPEND | (pt->fd == FD_CLOSED ? 0 : O_TRUNC);
+        int fd = fio_open(name, flags, 0644);
+        if (fd == -EMFILE) { /* out of descriptors: close the others */
             for (uint32_t i = 0; i < w->o.num_partitions; i++)
                 if (w->parts[i].fd >= 0) {
                     close(w->parts[i].fd);
                     w->parts[i].fd = FD_CLOSED;
                 }
-            fd = open(name, flags, 0644);
+            fd = fio_open(name, flags, 0644);
         }
         if (fd < 0) {
-            rc = -errno;
+            rc = fd;
             writer_fail(w, rc, "create partition file %s (partition %u)", name, p);
             return rc;
         }
@@ -67,8 +67,8 @@ int concat_part_files(mts_writer *w)
         part *pt = &w->parts[p];
         if (pt->fd == -1) continue;
         part_name(w, p, name, sizeof name);
-        if (pt->fd == FD_CLOSED && (pt->fd = open(name, O_RDONLY | O_CLOEXEC)) < 0) {
-            rc = -errno;
+        if (pt->fd == FD_CLOSED && (pt->fd = fio_open(name, O_RDONLY, 0)) < 0) {
+            rc = pt->fd;
             pt->fd = FD_CLOSED;
             writer_fail(w, rc, "reopen partition file %s (partition %u)", name, p);
             return rc;

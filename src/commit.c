@@ -13,8 +13,8 @@
 
 static int write_longs(const char *path, const uint64_t *v, uint32_t n, int lead_zero, int do_fsync)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return -errno;
+    int fd = fio_open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return fd;
     size_t count = (size_t)n + (lead_zero ? 1 : 0);
     unsigned char *buf = mts_malloc(count * 8);
     int rc = buf ? 0 : -ENOMEM;
@@ -24,7 +24,7 @@ static int write_longs(const char *path, const uint64_t *v, uint32_t n, int lead
         for (uint32_t i = 0; i < n; i++) put_be64(buf + 8 * k++, v[i]);
         rc = fio_write_all(fd, buf, count * 8);
     }
-    if (!rc && do_fsync && fsync(fd)) rc = -errno;
+    if (!rc && do_fsync) rc = fio_fsync(fd);
     mts_free(buf);
     if (close(fd) && !rc) rc = -errno;
     return rc;
@@ -33,8 +33,8 @@ static int write_longs(const char *path, const uint64_t *v, uint32_t n, int lead
 int index_read(const char *path, uint32_t num_partitions, uint64_t data_len, uint64_t *offsets,
                char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
+    int fd = fio_open(path, O_RDONLY, 0);
+    if (fd < 0) return fd;
     struct stat st;
     int rc = fstat(fd, &st) ? -errno : 0;
     uint64_t want = ((uint64_t)num_partitions + 1) * 8;
@@ -67,8 +67,8 @@ int index_read(const char *path, uint32_t num_partitions, uint64_t data_len, uin
 /* Existing checksums, if the file is there and whole; 0 on success. */
 static int read_checksums(const char *path, uint32_t n, uint32_t *out)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
+    int fd = fio_open(path, O_RDONLY, 0);
+    if (fd < 0) return fd;
     struct stat st;
     int rc = fstat(fd, &st) ? -errno : 0;
     if (!rc && (uint64_t)st.st_size != (uint64_t)n * 8) rc = MTS_E_CORRUPT;
@@ -97,9 +97,9 @@ static int try_adopt(const commit_req *r, uint64_t *lengths)
     if (rc == 0) {
         for (uint32_t i = 0; i < r->num_partitions; i++) lengths[i] = off[i + 1] - off[i];
         rc = 1;
-    } else {
-        rc = rc == -ENOMEM ? rc : 0;
-    }
+    } else if (rc == -ENOENT || rc == MTS_E_CORRUPT) {
+        rc = 0; /* no earlier output, or an incomplete one: ours replaces it */
+    } /* any other failure to look is an error: never overwrite what we could not read */
     mts_free(off);
     return rc;
 }
@@ -131,15 +131,18 @@ int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, i
         stage = "write checksum";
         file = sum_tmp;
         for (uint32_t i = 0; i < r->num_partitions; i++) sums64[i] = checksums[i];
+        sum_written = 1; /* removed on every way out, even if writing it fails */
         if ((rc = write_longs(sum_tmp, sums64, r->num_partitions, 0, r->fsync)) < 0) goto out;
-        sum_written = 1;
     }
 
     stage = "lock directory";
     file = r->dir;
-    dirfd = open(r->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0 || flock(dirfd, LOCK_EX) != 0) { rc = -errno; goto out; }
+    dirfd = fio_open(r->dir, O_RDONLY | O_DIRECTORY, 0);
+    if (dirfd < 0) { rc = dirfd; goto out; }
+    if (flock(dirfd, LOCK_EX) != 0) { rc = -errno; goto out; }
 
+    stage = "check for an earlier attempt at";
+    file = r->index_final;
     rc = try_adopt(r, lengths);
     if (rc < 0) goto out;
     if (rc == 1) {
@@ -149,7 +152,7 @@ int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, i
             uint32_t *theirs = mts_malloc((size_t)r->num_partitions * 4);
             if (theirs && read_checksums(r->checksum_final, r->num_partitions, theirs) == 0) {
                 memcpy(checksums, theirs, (size_t)r->num_partitions * 4);
-            } else if (rename(sum_tmp, r->checksum_final) == 0) {
+            } else if (fio_rename(sum_tmp, r->checksum_final) == 0) {
                 sum_written = 0; /* Spark writes ours when theirs is missing */
             }
             mts_free(theirs);
@@ -159,18 +162,18 @@ int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, i
 
     stage = "rename data";
     file = r->data_final;
-    if (rename(r->data_tmp, r->data_final) != 0) { rc = -errno; goto out; }
+    if ((rc = fio_rename(r->data_tmp, r->data_final)) < 0) goto out;
     data_placed = 1;
     if (r->checksum_final) {
         stage = "rename checksum";
         file = r->checksum_final;
-        if (rename(sum_tmp, r->checksum_final) != 0) { rc = -errno; goto out; }
+        if ((rc = fio_rename(sum_tmp, r->checksum_final)) < 0) goto out;
         sum_written = 0;
         sum_placed = 1;
     }
     stage = "rename index";
     file = r->index_final;
-    if (rename(index_tmp, r->index_final) != 0) { rc = -errno; goto out; }
+    if ((rc = fio_rename(index_tmp, r->index_final)) < 0) goto out;
     index_placed = 1;
     if (r->fsync) {
         stage = "fsync directory";

@@ -14,8 +14,56 @@
 static int force_fallback = -1; /* -1: not decided yet */
 static uint64_t fallback_copies;
 
+static uint64_t fault_left[MTS_FAULT_KINDS]; /* 0: disarmed; else calls until the failure */
+static uint64_t fault_calls[MTS_FAULT_KINDS];
+static int fault_err[MTS_FAULT_KINDS];
+
+void mts__fault_arm(int kind, uint64_t nth, int err)
+{
+    __atomic_store_n(&fault_err[kind], err, __ATOMIC_RELAXED);
+    __atomic_store_n(&fault_calls[kind], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fault_left[kind], nth, __ATOMIC_RELEASE);
+}
+
+uint64_t mts__fault_calls(int kind) { return __atomic_load_n(&fault_calls[kind], __ATOMIC_RELAXED); }
+
+/* 0, or the -errno an armed fault injects into this call. */
+static int fault(int kind)
+{
+    __atomic_add_fetch(&fault_calls[kind], 1, __ATOMIC_RELAXED);
+    uint64_t left = __atomic_load_n(&fault_left[kind], __ATOMIC_ACQUIRE);
+    while (left) {
+        if (__atomic_compare_exchange_n(&fault_left[kind], &left, left - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return left == 1 ? -__atomic_load_n(&fault_err[kind], __ATOMIC_RELAXED) : 0;
+    }
+    return 0;
+}
+
+int fio_open(const char *path, int flags, int mode)
+{
+    int rc = fault(MTS_FAULT_OPEN);
+    if (rc) return rc;
+    int fd = open(path, flags | O_CLOEXEC, mode);
+    return fd >= 0 ? fd : -errno;
+}
+
+int fio_rename(const char *from, const char *to)
+{
+    int rc = fault(MTS_FAULT_RENAME);
+    if (rc) return rc;
+    return rename(from, to) == 0 ? 0 : -errno;
+}
+
+int fio_fsync(int fd)
+{
+    int rc = fault(MTS_FAULT_FSYNC);
+    if (rc) return rc;
+    return fsync(fd) == 0 ? 0 : -errno;
+}
+
 int fio_write_all(int fd, const void *buf, size_t len)
 {
+    FORWARD_IF_ERROR(fault(MTS_FAULT_WRITE));
     const char *p = buf;
     while (len) {
         ssize_t n = write(fd, p, len);
@@ -32,6 +80,7 @@ int fio_write_all(int fd, const void *buf, size_t len)
 
 int fio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
+    FORWARD_IF_ERROR(fault(MTS_FAULT_PWRITE));
     const char *p = buf;
     while (len) {
         ssize_t n = pwrite(fd, p, len, (off_t)off);
@@ -49,6 +98,7 @@ int fio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 
 int fio_writev_all(int fd, struct iovec *iov, int n)
 {
+    FORWARD_IF_ERROR(fault(MTS_FAULT_WRITE));
     while (n > 0) {
         ssize_t w = writev(fd, iov, MTS_MIN(n, IOV_MAX));
         if (w < 0) {
@@ -109,13 +159,17 @@ static int copy_bounce(int in_fd, uint64_t in_off, int out_fd, uint64_t len)
     char *buf = mts_malloc(cap);
     if (!buf) return -ENOMEM;
     int rc = 0;
+    off_t out_off = lseek(out_fd, 0, SEEK_CUR);
+    if (out_off < 0) rc = -errno;
     while (len && !rc) {
         size_t n = (size_t)MTS_MIN((uint64_t)cap, len);
         rc = fio_pread_all(in_fd, buf, n, in_off);
-        if (!rc) rc = fio_write_all(out_fd, buf, n);
+        if (!rc) rc = fio_pwrite_all(out_fd, buf, n, (uint64_t)out_off);
         in_off += n;
+        out_off += (off_t)n;
         len -= n;
     }
+    if (!rc && lseek(out_fd, out_off, SEEK_SET) < 0) rc = -errno;
     mts_free(buf);
     return rc;
 }
@@ -125,6 +179,7 @@ int fio_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t len)
     if (!len) return 0;
     if (use_fallback()) return copy_bounce(in_fd, in_off, out_fd, len);
     loff_t off = (loff_t)in_off;
+    FORWARD_IF_ERROR(fault(MTS_FAULT_COPY));
     while (len) {
         ssize_t n = copy_file_range(in_fd, &off, out_fd, NULL, (size_t)MTS_MIN(len, 1ull << 30), 0);
         if (n < 0) {
@@ -159,9 +214,9 @@ int fio_temp_name(char *buf, size_t len, const char *base)
 
 int fio_fsync_dir(const char *dir)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    int rc = fsync(fd) ? -errno : 0;
+    int fd = fio_open(dir, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0) return fd;
+    int rc = fio_fsync(fd);
     close(fd);
     return rc;
 }

@@ -56,8 +56,12 @@ static int batch_add_held(mts_writer *w, iov_batch *b, int fd, part *p, uint64_t
 
 int open_data_tmp(mts_writer *w)
 {
-    w->data_fd = open(w->data_tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->data_fd < 0) return -errno;
+    w->data_fd = fio_open(w->data_tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (w->data_fd < 0) {
+        int rc = w->data_fd;
+        w->data_fd = -1;
+        return rc;
+    }
     w->data_off = 0;
     return 0;
 }
@@ -65,9 +69,10 @@ int open_data_tmp(mts_writer *w)
 int run_file_open(mts_writer *w)
 {
     if (w->run_fd >= 0) return 0;
-    w->run_fd = open(w->run_tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    w->run_fd = fio_open(w->run_tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (w->run_fd < 0) {
-        int rc = -errno;
+        int rc = w->run_fd;
+        w->run_fd = -1;
         writer_fail(w, rc, "create run file %s", w->run_tmp);
         return rc;
     }
@@ -111,8 +116,8 @@ int data_becomes_run(mts_writer *w)
         unlink(w->data_tmp);
         return 0;
     }
-    if (rename(w->data_tmp, w->run_tmp) != 0) {
-        int rc = -errno;
+    int rc = fio_rename(w->data_tmp, w->run_tmp);
+    if (rc < 0) {
         writer_fail(w, rc, "rename %s to run file %s", w->data_tmp, w->run_tmp);
         return rc;
     }

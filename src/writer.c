@@ -346,6 +346,9 @@ static int arena_init(mts_writer *w)
     w->arena = mts_malloc(w->arena_cap);
     w->counts = mts_calloc((size_t)w->o.num_partitions + 1, sizeof(uint64_t));
     if (!w->arena || !w->counts) {
+        mts_free(w->arena);
+        w->arena = NULL; /* release_all gives the charge back only with an arena */
+        limiter_release(&w->lim, w->arena_charge);
         writer_fail(w, MTS_E_NOMEM, "allocate a %llu-byte record arena", (unsigned long long)w->arena_cap);
         return MTS_E_NOMEM;
     }
@@ -707,9 +710,9 @@ int mts_writer_commit(mts_writer *w, uint64_t *lengths, uint64_t *checksums, mts
     int rc = finish_data(w);
     if (rc < 0) return fail_now(w, rc);
     uint64_t t0 = mts_now_ns();
-    if (w->o.fsync && fsync(w->data_fd) != 0) {
-        writer_fail(w, -errno, "commit: fsync data file %s", w->data_tmp);
-        return fail_now(w, -errno);
+    if (w->o.fsync && (rc = fio_fsync(w->data_fd)) < 0) {
+        writer_fail(w, rc, "commit: fsync data file %s", w->data_tmp);
+        return fail_now(w, rc);
     }
     close(w->data_fd);
     w->data_fd = -1;
