@@ -57,7 +57,7 @@ int part_file_append(mts_writer *w, uint32_t p, const void *buf, uint64_t len)
 
 int concat_part_files(mts_writer *w)
 {
-    int rc = open_data_tmp(w);
+    int rc = open_data_tmp(w); /* normally open since the writer started */
     if (rc < 0) {
         writer_fail(w, rc, "create data file %s", w->data_tmp);
         return rc;

@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +63,72 @@ int index_read(const char *path, uint32_t num_partitions, uint64_t data_len, uin
     mts_free(buf);
     close(fd);
     return rc;
+}
+
+int dir_lock(const char *dir)
+{
+    int fd = fio_open(dir, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0) return fd;
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+void dir_unlock(int fd)
+{
+    if (fd >= 0) close(fd); /* closing releases the lock */
+}
+
+static int is_token(const char *p)
+{
+    for (int i = 0; i < 32; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f'))) return 0;
+    return p[32] == 0 || p[32] == '.';
+}
+
+/* 1 if someone holds the anchor's lock, 0 if not (or it is gone). */
+static int anchor_live(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int live = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return live;
+}
+
+int cleanup_stale(const char *dir, const char *data_final, const char *own_token)
+{
+    /* Names of the same map output: "<base>.<kind>.<token>[.suffix]" where
+     * base is the final data name without ".data". */
+    const char *slash = strrchr(data_final, '/');
+    const char *data_name = slash ? slash + 1 : data_final;
+    size_t base_len = strlen(data_name) - strlen(".data");
+    DIR *d = opendir(dir);
+    if (!d) return -errno;
+    int removed = 0;
+    struct dirent *e;
+    char path[PATH_CAP + 8], anchor[PATH_CAP];
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, data_name, base_len) != 0 || n[base_len] != '.') continue;
+        const char *kind = n + base_len + 1, *tok = NULL;
+        if (!strncmp(kind, "data.", 5)) tok = kind + 5;
+        else if (!strncmp(kind, "index.", 6)) tok = kind + 6;
+        else if (!strncmp(kind, "checksum.", 9) && (tok = strchr(kind + 9, '.'))) tok++;
+        if (!tok || !is_token(tok) || !strncmp(tok, own_token, 32)) continue;
+        snprintf(anchor, sizeof anchor, "%s.%.32s", data_final, tok);
+        if (anchor_live(anchor)) continue;
+        snprintf(path, sizeof path, "%s.run", anchor);
+        if (anchor_live(path)) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, n);
+        if (unlink(path) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
 }
 
 /* Existing checksums, if the file is there and whole; 0 on success. */
@@ -137,9 +204,8 @@ int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, i
 
     stage = "lock directory";
     file = r->dir;
-    dirfd = fio_open(r->dir, O_RDONLY | O_DIRECTORY, 0);
+    dirfd = dir_lock(r->dir);
     if (dirfd < 0) { rc = dirfd; goto out; }
-    if (flock(dirfd, LOCK_EX) != 0) { rc = -errno; goto out; }
 
     stage = "check for an earlier attempt at";
     file = r->index_final;

@@ -31,6 +31,19 @@ typedef struct commit_req {
 int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, int *adopted,
                   char *err, size_t errlen);
 
+/* Takes the directory lock that commits and attempt registration hold
+ * (flock on the directory itself): returns its fd, or -errno. */
+int dir_lock(const char *dir);
+void dir_unlock(int fd);
+
+/* With the directory lock held: removes the temp files of earlier attempts
+ * of the same map output that are no longer running. Every live writer holds
+ * an flock on its anchor (<data_final>.<token>, or the same with ".run"), so
+ * a token whose anchor can be locked, or is gone, belongs to a dead attempt.
+ * data_final is the final data path; own_token is skipped. Returns how many
+ * files were removed, or -errno. */
+int cleanup_stale(const char *dir, const char *data_final, const char *own_token);
+
 /* Reads a complete index: 0 if consistent with a data file of data_len
  * bytes, MTS_E_CORRUPT (with a message) if not, -errno if unreadable. */
 int index_read(const char *path, uint32_t num_partitions, uint64_t data_len, uint64_t *offsets,

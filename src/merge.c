@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -54,11 +55,20 @@ static int batch_add_held(mts_writer *w, iov_batch *b, int fd, part *p, uint64_t
     return rc;
 }
 
+/* Creates the data file under its temp name and locks it: the lock marks
+ * the attempt as alive for cleanup_stale() in other processes. */
 int open_data_tmp(mts_writer *w)
 {
+    if (w->data_fd >= 0) return 0; /* created at start and still empty */
     w->data_fd = fio_open(w->data_tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (w->data_fd < 0) {
         int rc = w->data_fd;
+        w->data_fd = -1;
+        return rc;
+    }
+    if (flock(w->data_fd, LOCK_EX | LOCK_NB) != 0) { /* a fresh file: cannot be contended */
+        int rc = -errno;
+        close(w->data_fd);
         w->data_fd = -1;
         return rc;
     }
@@ -110,12 +120,7 @@ static run_entry *new_entries(mts_writer *w, uint32_t count)
  * in the data file become the run file's first stretches. */
 int data_becomes_run(mts_writer *w)
 {
-    if (w->data_off == 0) { /* nothing streamed yet: no run file needed */
-        close(w->data_fd);
-        w->data_fd = -1;
-        unlink(w->data_tmp);
-        return 0;
-    }
+    if (w->data_off == 0) return 0; /* nothing streamed yet: the data file stays empty */
     int rc = fio_rename(w->data_tmp, w->run_tmp);
     if (rc < 0) {
         writer_fail(w, rc, "rename %s to run file %s", w->data_tmp, w->run_tmp);

@@ -609,8 +609,20 @@ int mts_writer_create(const mts_writer_options *opts, mts_writer **out, char *er
     what = "create codec contexts";
     for (uint32_t i = 0; i < opts->threads; i++)
         if ((rc = w->codec->ctx_new(&w->cp, &w->cctx[i])) < 0) goto fail;
-    what = "create the data file";
-    if (w->mode == MODE_STREAM && (rc = open_data_tmp(w)) < 0) goto fail;
+    /* Under the directory lock: clear what dead attempts of this map output
+     * left, and create (and lock) our own data file. */
+    what = "lock the directory";
+    int dfd = dir_lock(w->dir);
+    if ((rc = dfd) < 0) goto fail;
+    what = "remove the temp files of earlier attempts";
+    rc = cleanup_stale(w->dir, w->data_final, w->token);
+    if (rc >= 0) {
+        w->stale_removed = (uint32_t)rc;
+        what = "create the data file";
+        rc = open_data_tmp(w);
+    }
+    dir_unlock(dfd);
+    if (rc < 0) goto fail;
     what = "start threads";
     unsigned ring_log2 = 4;
     while ((1u << ring_log2) < 4 * opts->threads) ring_log2++;
@@ -714,9 +726,8 @@ int mts_writer_commit(mts_writer *w, uint64_t *lengths, uint64_t *checksums, mts
         writer_fail(w, rc, "commit: fsync data file %s", w->data_tmp);
         return fail_now(w, rc);
     }
-    close(w->data_fd);
-    w->data_fd = -1;
     __atomic_add_fetch(&w->st.write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
+    /* The data file stays open (and locked) until the commit is done. */
     uint32_t n = w->o.num_partitions;
     uint64_t *lens = mts_malloc((size_t)n * sizeof(uint64_t));
     uint32_t *sums = mts_malloc((size_t)n * sizeof(uint32_t));
@@ -735,6 +746,8 @@ int mts_writer_commit(mts_writer *w, uint64_t *lengths, uint64_t *checksums, mts
     int adopted = 0;
     char err[PATH_CAP + 128];
     rc = commit_output(&req, lens, sums, &adopted, err, sizeof err);
+    close(w->data_fd);
+    w->data_fd = -1;
     if (rc < 0) {
         mts_free(lens);
         mts_free(sums);

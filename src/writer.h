@@ -128,6 +128,7 @@ struct mts_writer {
     uint64_t *counts;   /* num_partitions+1, for the arena's counting sort */
     seg *plan;          /* scratch for planning one job's segments */
     int have_held;      /* ordered writer sets, producer clears after a spill */
+    uint32_t stale_removed; /* temp files of dead earlier attempts removed at create */
 
     mts_writer_stats st; /* producer fields; the rest updated atomically */
 };
