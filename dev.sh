@@ -3,16 +3,20 @@
 #   ./dev.sh demo   install what is needed, build, run the mtshuffle write demo
 #   ./dev.sh test   install what is needed, build, run every test with ctest
 #   ./dev.sh bench  install what is needed, build, run the whole benchmark suite
+#   ./dev.sh reliability  the whole suite under ASan+UBSan, the threaded tests
+#                   under TSan, valgrind memcheck on the round trips, and a
+#                   short run of every fuzz target from its seed corpus
 set -euo pipefail
 cd "$(dirname "$0")"
 BUILD=${BUILD:-build}
 
 packages="cmake ninja-build gcc pkg-config liblz4-dev libzstd-dev libxxhash-dev zlib1g-dev
           openjdk-17-jdk-headless liblz4-java libzstd-jni-java libzstd-jni1 python3"
+reliability_packages="clang-14 libclang-rt-14-dev valgrind"
 
 install_packages() {
   local missing=()
-  for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  for p in $packages ${1:-}; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
@@ -42,6 +46,35 @@ case "${1:-}" in
     install_python
     build
     ctest --test-dir "$BUILD" --output-on-failure
+    ;;
+  reliability)
+    install_packages "$reliability_packages"
+    install_python
+    FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+    echo "== ASan + UBSan: the whole suite"
+    cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMTS_SANITIZE=address >/dev/null
+    cmake --build build-asan
+    ctest --test-dir build-asan --output-on-failure
+    echo "== TSan: the threaded tests"
+    cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMTS_SANITIZE=thread >/dev/null
+    cmake --build build-tsan
+    MTS_TEST_TRIALS=12 ctest --test-dir build-tsan --output-on-failure -R 'limiter|pool|api|files|corrupt|faults|roundtrip'
+    echo "== valgrind memcheck: the round trips"
+    build
+    MTS_TEST_TRIALS=15 valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+      "$BUILD/tests/test_roundtrip" > "$BUILD/valgrind-roundtrip.log" 2>&1 || { tail -40 "$BUILD/valgrind-roundtrip.log"; exit 1; }
+    tail -1 "$BUILD/valgrind-roundtrip.log"
+    echo "== libFuzzer: $FUZZ_SECONDS s per target from tests/fuzz/corpus"
+    CC=clang-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMTS_FUZZ=ON -DMTS_SANITIZE=fuzzer \
+      -DMTS_BUILD_TESTS=OFF >/dev/null
+    cmake --build build-fuzz
+    for t in reader inspect writer; do
+      work=$(mktemp -d)
+      (cd "$work" && "$OLDPWD/build-fuzz/fuzz_$t" -max_total_time="$FUZZ_SECONDS" -timeout=10 -print_final_stats=1 \
+        "$work" "$OLDPWD/tests/fuzz/corpus/$t" > "$work/log" 2>&1) || { tail -60 "$work/log"; exit 1; }
+      echo "fuzz_$t: $(grep -E '^stat::number_of_executed_units' "$work/log" | awk '{print $2}') runs, no failure"
+      rm -rf "$work"
+    done
     ;;
   bench)
     install_packages

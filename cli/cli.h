@@ -2,6 +2,7 @@
 #ifndef MTS_CLI_H
 #define MTS_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 int cmd_write(int argc, char **argv);

@@ -84,20 +84,28 @@ int cmd_inspect(int argc, char **argv)
 
     size_t ilen = 0, dlen = 0, clen = 0;
     snprintf(path, sizeof path, "%s.index", base);
-    unsigned char *idx = slurp(path, &ilen);
-    if (!idx) { fprintf(stderr, "inspect: cannot read %s: %s\n", path, strerror(errno)); return 1; }
+    unsigned char *idx = slurp(path, &ilen), *data = NULL, *sums = NULL;
+    int problems = 0;
+    if (!idx) {
+        fprintf(stderr, "inspect: cannot read %s: %s\n", path, strerror(errno));
+        problems = 1;
+        goto done;
+    }
     snprintf(path, sizeof path, "%s.data", base);
-    unsigned char *data = slurp(path, &dlen);
+    data = slurp(path, &dlen);
     if (!data) {
-        if (errno != ENOENT) { fprintf(stderr, "inspect: cannot read %s: %s\n", path, strerror(errno)); return 1; }
+        if (errno != ENOENT) {
+            fprintf(stderr, "inspect: cannot read %s: %s\n", path, strerror(errno));
+            problems = 1;
+            goto done;
+        }
         data = calloc(1, 1); /* Spark reads a missing data file as empty */
     }
-    unsigned char *sums = sum_path[0] ? slurp(sum_path, &clen) : NULL;
-
-    int problems = 0;
+    sums = sum_path[0] ? slurp(sum_path, &clen) : NULL;
     if (ilen < 16 || ilen % 8) {
         fprintf(stderr, "inspect: %s.index has %zu bytes, not (N+1)*8 with N >= 1\n", base, ilen);
-        return 1;
+        problems = 1;
+        goto done;
     }
     uint32_t n = (uint32_t)(ilen / 8 - 1);
     if (be64(idx) != 0) { fprintf(stderr, "inspect: the index does not start at 0\n"); problems++; }
@@ -157,6 +165,7 @@ int cmd_inspect(int argc, char **argv)
         else printf("checksums: no checksum file\n");
         printf("%s\n", problems ? "PROBLEMS FOUND" : "OK");
     }
+done:
     free(idx);
     free(data);
     free(sums);
