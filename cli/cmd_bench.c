@@ -289,6 +289,22 @@ static void write_input_file(bench *b)
     fclose(f);
 }
 
+static void bench_free(bench *b)
+{
+    for (size_t i = 0; i < b->nitems; i++) free(b->items[i].dst);
+    free(b->items);
+    for (uint32_t t = 0; t < b->tasks; t++) {
+        for (uint32_t k = 0; k < b->nbatches[t]; k++) wl_free_batch(&b->batch[t][k]);
+        free(b->batch[t]);
+        if (b->stored) free(b->stored[t]);
+    }
+    free(b->batch);
+    free(b->nbatches);
+    free(b->stored);
+    free(b->stored_len);
+    free(b->ditems);
+}
+
 int cmd_bench(int argc, char **argv)
 {
     bench b;
@@ -431,5 +447,6 @@ int cmd_bench(int argc, char **argv)
         sep = ",";
     }
     printf("}}\n");
+    bench_free(&b);
     return 0;
 }

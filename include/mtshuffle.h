@@ -109,6 +109,13 @@ typedef struct mts_writer_options {
     uint32_t job_size;             /* input bytes per compression job, default 1 MiB;
                                       lowered automatically to fit the budget */
     int fsync;                     /* 1: fsync files and directory at commit; default 0 */
+    const char *data_path;         /* NULL (default): the writer names, writes and commits
+                                      its three files in dir. Set: the data file is written
+                                      to exactly this path (e.g. Spark's temp name for the
+                                      final data file), mts_writer_finish() ends the task and
+                                      the caller commits index and checksums (Spark's
+                                      IndexShuffleBlockResolver); dir may then be NULL and
+                                      defaults to the path's directory. */
     uint64_t reserved[8];          /* must be zero */
 } mts_writer_options;
 
@@ -138,11 +145,18 @@ typedef struct mts_commit_result {
     uint64_t data_bytes;
 } mts_commit_result;
 
-/* Finishes the output and commits it atomically. lengths and checksums (each
+/* Finishes the output and commits it atomically (not for a writer created
+ * with data_path: see mts_writer_finish). lengths and checksums (each
  * num_partitions entries, either may be NULL) receive the committed partition
  * lengths and checksums (those of the adopted output when adopted). */
 MTS_API int mts_writer_commit(mts_writer *w, uint64_t *lengths, uint64_t *checksums,
                               mts_commit_result *result);
+
+/* For a writer created with data_path: completes the data file there and
+ * returns the partition lengths and checksums (num_partitions each; either
+ * may be NULL) without writing an index or committing anything. The file is
+ * then the caller's. MTS_E_STATE on a writer without data_path. */
+MTS_API int mts_writer_finish(mts_writer *w, uint64_t *lengths, uint64_t *checksums);
 
 /* Stops all work and removes every file this writer made. Idempotent; after
  * commit it does nothing and returns MTS_E_STATE. */

@@ -514,7 +514,9 @@ static int check_open(mts_writer *w, const char *op)
 static int validate(const mts_writer_options *o, char *err, size_t len)
 {
 #define CHECK(cond, ...) do { if (!(cond)) { snprintf(err, len, __VA_ARGS__); return MTS_E_ARG; } } while (0)
-    CHECK(o->dir && *o->dir, "options: dir is required");
+    CHECK((o->dir && *o->dir) || (o->data_path && *o->data_path), "options: dir is required");
+    CHECK(!o->data_path || (*o->data_path && strlen(o->data_path) < PATH_CAP - 64),
+          "options: data_path is empty or too long");
     CHECK(o->shuffle_id >= 0, "options: shuffle_id %d is negative", o->shuffle_id);
     CHECK(o->map_id >= 0, "options: map_id %lld is negative", (long long)o->map_id);
     CHECK(o->num_partitions >= 1 && o->num_partitions <= MTS_MAX_PARTITIONS,
@@ -535,13 +537,24 @@ static int validate(const mts_writer_options *o, char *err, size_t len)
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         CHECK(o->reserved[i] == 0, "options: reserved[%zu] must be 0", i);
     struct stat st;
-    CHECK(stat(o->dir, &st) == 0 && S_ISDIR(st.st_mode), "options: dir %s is not a directory", o->dir);
+    CHECK(!o->dir || (stat(o->dir, &st) == 0 && S_ISDIR(st.st_mode)), "options: dir %s is not a directory", o->dir);
 #undef CHECK
     return 0;
 }
 
 static int build_names(mts_writer *w)
 {
+    if (w->o.data_path) { /* the caller names the data file and commits */
+        char tmp[PATH_CAP];
+        FORWARD_IF_ERROR(fio_temp_name(tmp, sizeof tmp, "x"));
+        memcpy(w->token, tmp + 2, TOKEN_LEN + 1);
+        w->data_tmp = w->path_a;
+        w->run_tmp = w->path_b;
+        snprintf(w->data_tmp, PATH_CAP, "%s", w->o.data_path);
+        snprintf(w->run_tmp, PATH_CAP, "%s.%s.run", w->o.data_path, w->token);
+        w->data_final[0] = w->index_final[0] = w->sum_final[0] = 0;
+        return 0;
+    }
     char name[256];
     int kinds[3] = {'d', 'i', 'c'};
     char *dst[3] = {w->data_final, w->index_final, w->sum_final};
@@ -577,7 +590,14 @@ int mts_writer_create(const mts_writer_options *opts, mts_writer **out, char *er
     mts_writer *w = mts_calloc(1, sizeof *w);
     if (!w) { snprintf(errbuf, errlen, "allocate the writer"); return MTS_E_NOMEM; }
     w->o = *opts;
-    snprintf(w->dir, sizeof w->dir, "%s", opts->dir);
+    if (opts->dir) {
+        snprintf(w->dir, sizeof w->dir, "%s", opts->dir);
+    } else { /* the directory of data_path */
+        const char *slash = strrchr(opts->data_path, '/');
+        if (!slash) snprintf(w->dir, sizeof w->dir, ".");
+        else if (slash == opts->data_path) snprintf(w->dir, sizeof w->dir, "/");
+        else snprintf(w->dir, sizeof w->dir, "%.*s", (int)(slash - opts->data_path), opts->data_path);
+    }
     w->o.dir = w->dir;
     w->cp = (codec_params){opts->codec, opts->level, opts->block_size};
     w->codec = codec_get(opts->codec);
@@ -615,7 +635,7 @@ int mts_writer_create(const mts_writer_options *opts, mts_writer **out, char *er
     int dfd = dir_lock(w->dir);
     if ((rc = dfd) < 0) goto fail;
     what = "remove the temp files of earlier attempts";
-    rc = cleanup_stale(w->dir, w->data_final, w->token);
+    rc = opts->data_path ? 0 : cleanup_stale(w->dir, w->data_final, w->token);
     if (rc >= 0) {
         w->stale_removed = (uint32_t)rc;
         what = "create the data file";
@@ -715,32 +735,73 @@ static int finish_data(mts_writer *w)
     return 0;
 }
 
-int mts_writer_commit(mts_writer *w, uint64_t *lengths, uint64_t *checksums, mts_commit_result *res)
+/* Completes the data file (everything but the commit); fills lens and sums. */
+static int complete_data(mts_writer *w, uint64_t *lens, uint32_t *sums)
 {
-    if (!w) return MTS_E_ARG;
-    FORWARD_IF_ERROR(check_open(w, "commit"));
     int rc = finish_data(w);
-    if (rc < 0) return fail_now(w, rc);
+    if (rc < 0) return rc;
     uint64_t t0 = mts_now_ns();
     if (w->o.fsync && (rc = fio_fsync(w->data_fd)) < 0) {
-        writer_fail(w, rc, "commit: fsync data file %s", w->data_tmp);
-        return fail_now(w, rc);
+        writer_fail(w, rc, "fsync data file %s", w->data_tmp);
+        return rc;
     }
     __atomic_add_fetch(&w->st.write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
-    /* The data file stays open (and locked) until the commit is done. */
-    uint32_t n = w->o.num_partitions;
-    uint64_t *lens = mts_malloc((size_t)n * sizeof(uint64_t));
-    uint32_t *sums = mts_malloc((size_t)n * sizeof(uint32_t));
-    if (!lens || !sums) {
-        mts_free(lens);
-        mts_free(sums);
-        writer_fail(w, MTS_E_NOMEM, "commit: allocate %u lengths", n);
-        return fail_now(w, MTS_E_NOMEM);
-    }
-    for (uint32_t p = 0; p < n; p++) {
+    for (uint32_t p = 0; p < w->o.num_partitions; p++) {
         lens[p] = w->parts[p].len;
         sums[p] = w->parts[p].checksum;
     }
+    return 0;
+}
+
+int mts_writer_finish(mts_writer *w, uint64_t *lengths, uint64_t *checksums)
+{
+    if (!w) return MTS_E_ARG;
+    if (!w->o.data_path && w->state == ST_OPEN)
+        return reject(w, MTS_E_STATE, "finish: the writer was created without data_path; use commit");
+    FORWARD_IF_ERROR(check_open(w, "finish"));
+    uint32_t n = w->o.num_partitions;
+    uint64_t *lens = mts_malloc((size_t)n * sizeof(uint64_t));
+    uint32_t *sums = mts_malloc((size_t)n * sizeof(uint32_t));
+    int rc = lens && sums ? complete_data(w, lens, sums) : MTS_E_NOMEM;
+    if (rc == MTS_E_NOMEM && !writer_failed(w)) writer_fail(w, rc, "finish: allocate %u lengths", n);
+    if (rc < 0) {
+        mts_free(lens);
+        mts_free(sums);
+        return fail_now(w, rc);
+    }
+    uint64_t total = 0;
+    for (uint32_t p = 0; p < n; p++) {
+        total += lens[p];
+        if (lengths) lengths[p] = lens[p];
+        if (checksums) checksums[p] = sums[p];
+    }
+    mts_free(lens);
+    mts_free(sums);
+    close(w->data_fd);
+    w->data_fd = -1;
+    w->st.bytes_out = total;
+    release_all(w, 0); /* the data file stays: it is the caller's now */
+    w->state = ST_COMMITTED;
+    return 0;
+}
+
+int mts_writer_commit(mts_writer *w, uint64_t *lengths, uint64_t *checksums, mts_commit_result *res)
+{
+    if (!w) return MTS_E_ARG;
+    if (w->o.data_path && w->state == ST_OPEN)
+        return reject(w, MTS_E_STATE, "commit: the writer was created with data_path; use finish");
+    FORWARD_IF_ERROR(check_open(w, "commit"));
+    uint32_t n = w->o.num_partitions;
+    uint64_t *lens = mts_malloc((size_t)n * sizeof(uint64_t));
+    uint32_t *sums = mts_malloc((size_t)n * sizeof(uint32_t));
+    int rc = lens && sums ? complete_data(w, lens, sums) : MTS_E_NOMEM;
+    if (rc == MTS_E_NOMEM && !writer_failed(w)) writer_fail(w, rc, "commit: allocate %u lengths", n);
+    if (rc < 0) {
+        mts_free(lens);
+        mts_free(sums);
+        return fail_now(w, rc);
+    }
+    /* The data file stays open (and locked) until the commit is done. */
     commit_req req = {w->dir, w->data_tmp, w->data_final, w->index_final,
                       w->o.checksum == MTS_CHECKSUM_NONE ? NULL : w->sum_final, w->token, n, w->o.fsync};
     int adopted = 0;

@@ -116,6 +116,39 @@ int main(void)
     CHECK(res.data_bytes == 0 && lens5[0] == 0 && lens5[4] == 0 && dir_count(dir) == 3);
     mts_writer_free(w);
 
+    /* data_path: the caller names the data file and commits (Spark's resolver). */
+    rm_rf(dir);
+    mkdir(dir, 0755);
+    char dpath[600];
+    snprintf(dpath, sizeof dpath, "%s/shuffle_2_7_0.data.tmp-from-spark", dir);
+    mts_writer_options_init(&o);
+    o.data_path = dpath; /* dir left NULL: the path's directory */
+    o.num_partitions = 3;
+    CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
+    CHECK_RC(mts_writer_append(w, 2, "abc", 3));
+    CHECK_RC(mts_writer_append(w, 0, "de", 2));
+    CHECK(mts_writer_commit(w, NULL, NULL, NULL) == MTS_E_STATE && strstr(mts_writer_error(w), "finish"));
+    uint64_t l3[3], c3[3];
+    CHECK_RC(mts_writer_finish(w, l3, c3));
+    CHECK(mts_writer_finish(w, l3, c3) == MTS_E_STATE);
+    mts_writer_free(w);
+    size_t dlen;
+    unsigned char *dbytes = read_file(dpath, &dlen);
+    CHECK(dbytes && dlen == l3[0] + l3[1] + l3[2] && l3[1] == 0 && c3[1] == 1);
+    CHECK(mts_checksum_update(MTS_CHECKSUM_ADLER32, 1, dbytes, l3[0]) == c3[0]);
+    free(dbytes);
+    CHECK(dir_count(dir) == 1); /* only the data file: no index, no checksum file */
+    /* aborted or freed without finish: the data file goes too */
+    CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
+    CHECK_RC(mts_writer_append(w, 1, "x", 1));
+    mts_writer_free(w);
+    CHECK(dir_count(dir) == 0);
+    /* finish is only for data_path writers */
+    w = make(dir, 2, MTS_STRATEGY_STREAMING);
+    CHECK(mts_writer_finish(w, NULL, NULL) == MTS_E_STATE);
+    mts_writer_free(w);
+    CHECK(dir_count(dir) == 0);
+
     /* Names. */
     char name[64];
     CHECK(mts_output_name(name, sizeof name, 3, 123456789012LL, 'c', MTS_CHECKSUM_CRC32C) > 0);

@@ -71,5 +71,11 @@ int main(int argc, char **argv)
     }
     printf("compat_read: %u Java-written outputs, %u partitions, %d pieces matched\n", nmaps, n, checks);
     mts_reader_free(r);
+    for (uint32_t m = 0; m < nmaps; m++) {
+        free(plain[m]);
+        free(pidx[m]);
+    }
+    free(plain);
+    free(pidx);
     return 0;
 }
