@@ -71,6 +71,8 @@ struct mts_reader {
     slot *slots;
     uint64_t held, peak;
     piece *current;        /* handed to the caller; released on the next call */
+    piece *spare;          /* idle decode pieces for reuse (uncharged), at most nspare_cap */
+    uint32_t nspare, nspare_cap;
     int err;
     char msg[MSG_CAP];
     mts_reader_stats st;   /* bytes_* and wait_ns: caller; decode_ns: atomic */
@@ -215,11 +217,20 @@ static void close_map(map_out *m)
 
 /* ---- pieces and budget -------------------------------------------------------- */
 
+/* Releases a piece's budget. Decode pieces are kept for reuse (a fresh
+ * 1 MiB buffer per piece would be mapped and faulted in each time); views
+ * into the mapped file are freed. */
 static void piece_free_locked(mts_reader *r, piece *p)
 {
     r->held -= p->charge;
     pthread_cond_broadcast(&r->budget_cv);
-    mts_free(p);
+    if (p->cap && r->nspare < r->nspare_cap) {
+        p->next = r->spare;
+        r->spare = p;
+        r->nspare++;
+    } else {
+        mts_free(p);
+    }
 }
 
 /* A new piece for map j of read gen, in *out; MTS_E_ABORTED if the read was
@@ -234,13 +245,18 @@ static int piece_new(mts_reader *r, uint32_t j, uint64_t gen, piece **out)
              (j == r->frontier || r->held + charge + reserve <= r->o.max_bytes_in_flight)))
         pthread_cond_wait(&r->budget_cv, &r->mu);
     int live = !r->stop && r->gen == gen;
+    piece *p = NULL;
     if (live) {
         r->held += charge;
         if (r->held > r->peak) r->peak = r->held;
+        if ((p = r->spare)) {
+            r->spare = p->next;
+            r->nspare--;
+        }
     }
     pthread_mutex_unlock(&r->mu);
     if (!live) return MTS_E_ABORTED;
-    piece *p = mts_malloc(charge);
+    if (!p) p = mts_malloc(charge);
     if (!p) {
         pthread_mutex_lock(&r->mu);
         r->held -= charge;
@@ -429,6 +445,7 @@ int mts_reader_open(const mts_reader_options *opts, const char *const *paths, ui
     mts_reader *r = mts_calloc(1, sizeof *r);
     if (!r) return MTS_E_NOMEM;
     r->o = *opts;
+    r->nspare_cap = opts->threads + 2;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->work_cv, NULL);
     pthread_cond_init(&r->piece_cv, NULL);
@@ -642,6 +659,11 @@ void mts_reader_free(mts_reader *r)
     end_read_locked(r); /* pieces published before the threads saw stop */
     pthread_mutex_unlock(&r->mu);
     for (uint32_t j = 0; j < r->nmaps; j++) close_map(&r->maps[j]);
+    while (r->spare) {
+        piece *next = r->spare->next;
+        mts_free(r->spare);
+        r->spare = next;
+    }
     mts_free(r->maps);
     mts_free(r->slots);
     mts_free(r->threads);
