@@ -3,6 +3,8 @@
 #   ./dev.sh demo   install what is needed, build, run the mtshuffle write demo
 #   ./dev.sh test   install what is needed, build, run every test with ctest
 #   ./dev.sh bench  install what is needed, build, run the whole benchmark suite
+#   ./dev.sh spark  the Spark plugin on a real standalone cluster (127.0.0.1):
+#                   results against Spark's own shuffle, an executor killed
 #   ./dev.sh reliability  the whole suite under ASan+UBSan, the threaded tests
 #                   under TSan, valgrind memcheck on the round trips, and a
 #                   short run of every fuzz target from its seed corpus
@@ -76,6 +78,28 @@ case "${1:-}" in
       rm -rf "$work"
     done
     ;;
+  spark)
+    install_packages
+    python3 -c "import pyspark" 2>/dev/null || python3 -m pip install -q -r spark/requirements.txt
+    build
+    jar=$(spark/build.sh "$BUILD/spark")
+    work=$(mktemp -d "${TMPDIR:-/tmp}/mts-spark-XXXXXX")
+    trap 'spark/test/cluster.sh stop "$work"; rm -rf "$work"' EXIT
+    spark/test/cluster.sh start "$work"
+    python3 spark/test/e2e.py --jar "$jar" --native "$BUILD/libmtshuffle_jni.so" --work "$work" --rows 2000000 --kill
+    ;;
+  spark-bench)
+    install_packages
+    python3 -c "import pyspark" 2>/dev/null || python3 -m pip install -q -r spark/requirements.txt
+    build
+    jar=$(spark/build.sh "$BUILD/spark")
+    work=$(mktemp -d "${TMPDIR:-/tmp}/mts-spark-XXXXXX")
+    trap 'spark/test/cluster.sh stop "$work"; rm -rf "$work"' EXIT
+    spark/test/cluster.sh start "$work"
+    python3 spark/test/e2e.py --jar "$jar" --native "$BUILD/libmtshuffle_jni.so" --work "$work" --rows 2000000 \
+      --bench "${REPS:-3}"
+    cp "$work/spark-bench.json" bench/results/spark-bench.json
+    ;;
   bench)
     install_packages
     install_python
@@ -83,7 +107,7 @@ case "${1:-}" in
     python3 bench/suite.py
     ;;
   *)
-    echo "usage: ./dev.sh demo | test | bench" >&2
+    echo "usage: ./dev.sh demo | test | bench | spark | spark-bench | reliability" >&2
     exit 2
     ;;
 esac

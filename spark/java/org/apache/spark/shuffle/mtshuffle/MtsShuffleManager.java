@@ -64,6 +64,9 @@ public class MtsShuffleManager extends SortShuffleManager {
                 LOG.warn("mtshuffle: shuffle {} uses Spark's sort shuffle: {}", handle.shuffleId(), why);
             return super.getWriter(handle, mapId, context, metrics);
         }
+        if (reported.putIfAbsent(handle.shuffleId(), Boolean.TRUE) == null)
+            LOG.info("mtshuffle: shuffle {} is written by libmtshuffle ({} partitions)", handle.shuffleId(),
+                    dep.partitioner().numPartitions());
         ourMaps.computeIfAbsent(handle.shuffleId(), k -> ConcurrentHashMap.newKeySet()).add(mapId);
         @SuppressWarnings("unchecked")
         ShuffleDependency<K, V, ?> d = (ShuffleDependency<K, V, ?>) dep;
