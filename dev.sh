@@ -36,6 +36,17 @@ build() {
   cmake --build "$BUILD"
 }
 
+# pyspark, the plugin jar and a running cluster; sets jar and work.
+spark_cluster() {
+  install_packages
+  python3 -c "import pyspark" 2>/dev/null || python3 -m pip install -q -r spark/requirements.txt
+  build
+  jar=$(spark/build.sh "$BUILD/spark")
+  work=$(mktemp -d "${TMPDIR:-/tmp}/mts-spark-XXXXXX")
+  trap 'spark/test/cluster.sh stop "$work"; rm -rf "$work"' EXIT
+  spark/test/cluster.sh start "$work"
+}
+
 case "${1:-}" in
   demo)
     install_packages
@@ -79,23 +90,11 @@ case "${1:-}" in
     done
     ;;
   spark)
-    install_packages
-    python3 -c "import pyspark" 2>/dev/null || python3 -m pip install -q -r spark/requirements.txt
-    build
-    jar=$(spark/build.sh "$BUILD/spark")
-    work=$(mktemp -d "${TMPDIR:-/tmp}/mts-spark-XXXXXX")
-    trap 'spark/test/cluster.sh stop "$work"; rm -rf "$work"' EXIT
-    spark/test/cluster.sh start "$work"
+    spark_cluster
     python3 spark/test/e2e.py --jar "$jar" --native "$BUILD/libmtshuffle_jni.so" --work "$work" --rows 2000000 --kill
     ;;
   spark-bench)
-    install_packages
-    python3 -c "import pyspark" 2>/dev/null || python3 -m pip install -q -r spark/requirements.txt
-    build
-    jar=$(spark/build.sh "$BUILD/spark")
-    work=$(mktemp -d "${TMPDIR:-/tmp}/mts-spark-XXXXXX")
-    trap 'spark/test/cluster.sh stop "$work"; rm -rf "$work"' EXIT
-    spark/test/cluster.sh start "$work"
+    spark_cluster
     python3 spark/test/e2e.py --jar "$jar" --native "$BUILD/libmtshuffle_jni.so" --work "$work" --rows 2000000 \
       --bench "${REPS:-3}"
     cp "$work/spark-bench.json" bench/results/spark-bench.json

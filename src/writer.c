@@ -735,22 +735,47 @@ static int finish_data(mts_writer *w)
     return 0;
 }
 
-/* Completes the data file (everything but the commit); fills lens and sums. */
-static int complete_data(mts_writer *w, uint64_t *lens, uint32_t *sums)
+/* Completes the data file (everything but the commit) and returns the
+ * partition lengths and checksums in fresh arrays; on failure the writer is
+ * failed and its code returned. */
+static int complete_data(mts_writer *w, const char *op, uint64_t **lens_out, uint32_t **sums_out)
 {
-    int rc = finish_data(w);
-    if (rc < 0) return rc;
+    uint32_t n = w->o.num_partitions;
+    uint64_t *lens = mts_malloc((size_t)n * sizeof(uint64_t));
+    uint32_t *sums = mts_malloc((size_t)n * sizeof(uint32_t));
+    int rc = lens && sums ? finish_data(w) : MTS_E_NOMEM;
+    if (rc == MTS_E_NOMEM && !writer_failed(w)) writer_fail(w, rc, "%s: allocate %u lengths", op, n);
     uint64_t t0 = mts_now_ns();
-    if (w->o.fsync && (rc = fio_fsync(w->data_fd)) < 0) {
-        writer_fail(w, rc, "fsync data file %s", w->data_tmp);
-        return rc;
-    }
+    if (rc == 0 && w->o.fsync && (rc = fio_fsync(w->data_fd)) < 0)
+        writer_fail(w, rc, "%s: fsync data file %s", op, w->data_tmp);
     __atomic_add_fetch(&w->st.write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
-    for (uint32_t p = 0; p < w->o.num_partitions; p++) {
+    if (rc < 0) {
+        mts_free(lens);
+        mts_free(sums);
+        return fail_now(w, rc);
+    }
+    for (uint32_t p = 0; p < n; p++) {
         lens[p] = w->parts[p].len;
         sums[p] = w->parts[p].checksum;
     }
+    *lens_out = lens;
+    *sums_out = sums;
     return 0;
+}
+
+/* Copies the final lengths and checksums out (either may be NULL), frees
+ * them, and returns the data file's size. */
+static uint64_t hand_out(const mts_writer *w, uint64_t *lens, uint32_t *sums, uint64_t *lengths, uint64_t *checksums)
+{
+    uint64_t total = 0;
+    for (uint32_t p = 0; p < w->o.num_partitions; p++) {
+        total += lens[p];
+        if (lengths) lengths[p] = lens[p];
+        if (checksums) checksums[p] = sums[p];
+    }
+    mts_free(lens);
+    mts_free(sums);
+    return total;
 }
 
 int mts_writer_finish(mts_writer *w, uint64_t *lengths, uint64_t *checksums)
@@ -759,24 +784,10 @@ int mts_writer_finish(mts_writer *w, uint64_t *lengths, uint64_t *checksums)
     if (!w->o.data_path && w->state == ST_OPEN)
         return reject(w, MTS_E_STATE, "finish: the writer was created without data_path; use commit");
     FORWARD_IF_ERROR(check_open(w, "finish"));
-    uint32_t n = w->o.num_partitions;
-    uint64_t *lens = mts_malloc((size_t)n * sizeof(uint64_t));
-    uint32_t *sums = mts_malloc((size_t)n * sizeof(uint32_t));
-    int rc = lens && sums ? complete_data(w, lens, sums) : MTS_E_NOMEM;
-    if (rc == MTS_E_NOMEM && !writer_failed(w)) writer_fail(w, rc, "finish: allocate %u lengths", n);
-    if (rc < 0) {
-        mts_free(lens);
-        mts_free(sums);
-        return fail_now(w, rc);
-    }
-    uint64_t total = 0;
-    for (uint32_t p = 0; p < n; p++) {
-        total += lens[p];
-        if (lengths) lengths[p] = lens[p];
-        if (checksums) checksums[p] = sums[p];
-    }
-    mts_free(lens);
-    mts_free(sums);
+    uint64_t *lens;
+    uint32_t *sums;
+    FORWARD_IF_ERROR(complete_data(w, "finish", &lens, &sums));
+    uint64_t total = hand_out(w, lens, sums, lengths, checksums);
     close(w->data_fd);
     w->data_fd = -1;
     w->st.bytes_out = total;
@@ -792,21 +803,15 @@ int mts_writer_commit(mts_writer *w, uint64_t *lengths, uint64_t *checksums, mts
         return reject(w, MTS_E_STATE, "commit: the writer was created with data_path; use finish");
     FORWARD_IF_ERROR(check_open(w, "commit"));
     uint32_t n = w->o.num_partitions;
-    uint64_t *lens = mts_malloc((size_t)n * sizeof(uint64_t));
-    uint32_t *sums = mts_malloc((size_t)n * sizeof(uint32_t));
-    int rc = lens && sums ? complete_data(w, lens, sums) : MTS_E_NOMEM;
-    if (rc == MTS_E_NOMEM && !writer_failed(w)) writer_fail(w, rc, "commit: allocate %u lengths", n);
-    if (rc < 0) {
-        mts_free(lens);
-        mts_free(sums);
-        return fail_now(w, rc);
-    }
+    uint64_t *lens;
+    uint32_t *sums;
+    FORWARD_IF_ERROR(complete_data(w, "commit", &lens, &sums));
     /* The data file stays open (and locked) until the commit is done. */
     commit_req req = {w->dir, w->data_tmp, w->data_final, w->index_final,
                       w->o.checksum == MTS_CHECKSUM_NONE ? NULL : w->sum_final, w->token, n, w->o.fsync};
     int adopted = 0;
     char err[PATH_CAP + 128];
-    rc = commit_output(&req, lens, sums, &adopted, err, sizeof err);
+    int rc = commit_output(&req, lens, sums, &adopted, err, sizeof err);
     close(w->data_fd);
     w->data_fd = -1;
     if (rc < 0) {
@@ -815,14 +820,7 @@ int mts_writer_commit(mts_writer *w, uint64_t *lengths, uint64_t *checksums, mts
         writer_fail(w, rc, "%s", err);
         return fail_now(w, rc);
     }
-    uint64_t total = 0;
-    for (uint32_t p = 0; p < n; p++) {
-        total += lens[p];
-        if (lengths) lengths[p] = lens[p];
-        if (checksums) checksums[p] = sums[p];
-    }
-    mts_free(lens);
-    mts_free(sums);
+    uint64_t total = hand_out(w, lens, sums, lengths, checksums); /* the adopted ones, if adopted */
     w->st.bytes_out = total;
     if (res) *res = (mts_commit_result){adopted, total};
     release_all(w, 0);
