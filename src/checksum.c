@@ -1,3 +1,4 @@
+#include <pthread.h>
 #include <strings.h>
 #include <zlib.h>
 
@@ -44,25 +45,23 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
 
 typedef uint32_t (*crc32c_fn)(uint32_t, const unsigned char *, size_t);
 
-static crc32c_fn crc32c_pick(void)
+static crc32c_fn crc32c_impl; /* written once, under crc32c_once */
+static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
+
+static void crc32c_pick(void)
 {
     crc32c_init_table();
+    crc32c_impl = crc32c_sw;
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("sse4.2")) return crc32c_hw;
+    if (__builtin_cpu_supports("sse4.2")) crc32c_impl = crc32c_hw;
 #endif
-    return crc32c_sw;
 }
 
 uint32_t crc32c_update(uint32_t crc, const void *buf, size_t len)
 {
-    static crc32c_fn fn; /* benign race: every thread computes the same pointer */
-    crc32c_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
-    if (!f) {
-        f = crc32c_pick();
-        __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
-    }
-    return ~f(~crc, buf, len);
+    pthread_once(&crc32c_once, crc32c_pick);
+    return ~crc32c_impl(~crc, buf, len);
 }
 
 /* Polynomial arithmetic modulo the CRC polynomial, bit-reflected (bit 31 is
