@@ -57,6 +57,20 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
         this.metrics = metrics;
     }
 
+    /* One direct buffer per task thread, reused by its later tasks: allocating
+     * (and zeroing) 8 MiB per map task costs more than a small task's write. */
+    private static final ThreadLocal<ByteBuffer> BUFFERS = new ThreadLocal<>();
+
+    private static ByteBuffer taskBuffer(int size) {
+        ByteBuffer b = BUFFERS.get();
+        if (b == null || b.capacity() != size) {
+            b = ByteBuffer.allocateDirect(size);
+            BUFFERS.set(b);
+        }
+        b.clear();
+        return b;
+    }
+
     /** A growable byte array the serialization stream writes into. */
     private static final class RecordSink extends OutputStream {
         byte[] buf = new byte[4096];
@@ -110,7 +124,7 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
                         ? NativeShuffleWriter.STRATEGY_BASELINE : NativeShuffleWriter.STRATEGY_STREAMING,
                 false);
         writeNs += System.nanoTime() - t0;
-        ByteBuffer buf = ByteBuffer.allocateDirect((int) conf.getSizeAsBytes("spark.mtshuffle.bufferSize", "8m"));
+        ByteBuffer buf = taskBuffer((int) conf.getSizeAsBytes("spark.mtshuffle.bufferSize", "8m"));
         RecordSink sink = new RecordSink();
         SerializationStream ss = dep.serializer().newInstance().serializeStream(sink);
         long count = 0;
