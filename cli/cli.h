@@ -14,6 +14,8 @@ int cmd_bench(int argc, char **argv);
 double cli_now(void);
 /* Parses "lz4" / "zstd" / "none"; -1 if unknown. */
 int cli_parse_codec(const char *s);
+/* mkdir -p: 0, or -1 with errno set. */
+int cli_mkdirs(const char *path);
 /* Human-readable byte count into buf. */
 const char *cli_bytes(char *buf, size_t len, double bytes);
 /* Peak and current resident set size of this process, in bytes. */

@@ -1,5 +1,7 @@
 /* Helpers shared by the CLI's commands. */
+#include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -69,3 +71,19 @@ uint64_t cli_current_rss(void)
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+
+int cli_mkdirs(const char *path)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+        *s = '/';
+    }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}

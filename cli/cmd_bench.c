@@ -359,7 +359,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (!b.tasks || !b.reps || b.o.threads < 1 || b.o.threads > 256) die("options", "bad --tasks, --reps or --threads");
     b.wl.partitions = b.o.num_partitions;
-    if (mkdir(b.dir, 0755) && errno != EEXIST) die(b.dir, strerror(errno));
+    if (cli_mkdirs(b.dir) != 0) die(b.dir, strerror(errno));
 
     b.nbatches = calloc(b.tasks, sizeof *b.nbatches);
     b.batch = calloc(b.tasks, sizeof *b.batch);

@@ -250,7 +250,7 @@ int cmd_write(int argc, char **argv)
     write_cfg c;
     memset(&c, 0, sizeof c);
     if (parse_args(argc, argv, &c) < 0) return 2;
-    if (mkdir(c.dir, 0755) != 0 && errno != EEXIST) {
+    if (cli_mkdirs(c.dir) != 0) {
         fprintf(stderr, "write: cannot create %s: %s\n", c.dir, strerror(errno));
         return 1;
     }

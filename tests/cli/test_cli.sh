@@ -23,6 +23,8 @@ grep -q "unknown --codec 'snappy'" "$work/err" && ok || bad "bad codec message"
 expect_rc 1 "bad option value reaches the library" -- "$mts" write --dir "$work/x" --budget-mib 0.01 --tasks 1 --task-mib 1
 grep -q "max_bytes_in_flight" "$work/err" && ok || bad "library message for a bad budget: $(cat "$work/err")"
 expect_rc 0 "version" -- "$mts" version
+expect_rc 0 "--dir with missing parents" -- "$mts" write --dir "$work/new/nested/dir" --tasks 1 --task-mib 0.01 --no-progress
+[ -f "$work/new/nested/dir/shuffle_0_0_0.index" ] && ok || bad "nested --dir created"
 
 # Exact inspect output of a deterministic output (codec none: sizes and
 # checksums depend only on the workload generator).
