@@ -200,7 +200,11 @@ MTS_API int mts_writer_get_stats(const mts_writer *w, mts_writer_stats *stats);
  * mts_reader_start() begins a fresh read. */
 typedef struct mts_reader mts_reader;
 
-#define MTS_CODEC_AUTO ((mts_codec)-1) /* detect per segment from its first bytes */
+/* Detect the codec per segment from its first bytes: a convenience for tools.
+ * Output written with MTS_CODEC_NONE can begin with a codec's magic by chance,
+ * so a reader that knows its codec (as a Spark reducer does from its
+ * configuration) must set it. */
+#define MTS_CODEC_AUTO ((mts_codec)-1)
 
 typedef struct mts_reader_options {
     mts_codec codec;              /* default MTS_CODEC_AUTO; set it as Spark's config says */

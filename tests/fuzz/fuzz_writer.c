@@ -104,7 +104,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *b, size_t n)
         rc = mts_writer_commit(w, NULL, NULL, NULL);
         assert(rc == 0);
         mts_reader *r;
-        assert(mts_reader_open_dir(NULL, fuzz_scratch(), 0, &r, NULL, 0) == 0);
+        mts_reader_options ro;
+        mts_reader_options_init(&ro);
+        ro.codec = o.codec; /* as a reducer knows it from its config: raw bytes may start with a magic */
+        assert(mts_reader_open_dir(&ro, fuzz_scratch(), 0, &r, NULL, 0) == 0);
         for (uint32_t p = 0; p < o.num_partitions && ended != 2; p++) {
             assert(mts_reader_start(r, p, p + 1) == 0);
             size_t pos = 0;
