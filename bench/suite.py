@@ -200,6 +200,17 @@ def plots(rows, out):
         return r["contenders"][n]["median"]
 
     made = []
+
+    def finish(fig, ax, xlabel, title, name):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("seconds (median)")
+        ax.set_title(title)
+        ax.legend()
+        ax.set_ylim(bottom=0)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=110)
+        made.append(name)
+
     bat = sorted([r for r in rows if r["group"] in ("single", "batches") and not r["config"]["fsync"]],
                  key=lambda r: r["config"]["batches"])
     if bat:
@@ -207,14 +218,7 @@ def plots(rows, out):
         xs = [r["config"]["batches"] for r in bat]
         for n, style in (("streaming", "o-"), ("baseline", "s--"), ("compress", ":"), ("write", "-.")):
             ax.plot(xs, [med(r, n) for r in bat], style, label=n + ("-only" if n in ("compress", "write") else ""))
-        ax.set_xlabel("batches per task")
-        ax.set_ylabel("seconds (median)")
-        ax.set_title("Time vs batches per task")
-        ax.legend()
-        ax.set_ylim(bottom=0)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "time_vs_batches.png"), dpi=110)
-        made.append("time_vs_batches.png")
+        finish(fig, ax, "batches per task", "Time vs batches per task", "time_vs_batches.png")
     par = [r for r in rows if r["group"] in ("partitions", "skew") and not r["config"]["fsync"]
            and r["config"]["codec"] == "lz4" and r["config"]["threads"] == 2 and r["config"]["batches"] == 1]
     if par:
@@ -227,14 +231,7 @@ def plots(rows, out):
             ax.plot(xs, [med(r, "streaming") for r in sel], "o-", label="streaming, " + lab)
             ax.plot(xs, [med(r, "baseline") for r in sel], "s--", label="baseline, " + lab)
         ax.set_xscale("log")
-        ax.set_xlabel("partitions")
-        ax.set_ylabel("seconds (median)")
-        ax.set_title("Time vs partitions")
-        ax.legend()
-        ax.set_ylim(bottom=0)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "time_vs_partitions.png"), dpi=110)
-        made.append("time_vs_partitions.png")
+        finish(fig, ax, "partitions", "Time vs partitions", "time_vs_partitions.png")
     lim = [r for r in rows if "streaming_over_limit" in r]
     if lim:
         fig, ax = plt.subplots(figsize=(7, 4))
