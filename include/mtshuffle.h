@@ -26,10 +26,20 @@
  *   the same code, its budget is released, its temp files are removed and
  *   only mts_writer_free() (or mts_writer_abort()) remains useful.
  *
- * Threads
- *   A writer owns a fixed pool of compression workers and one ordered writer
- *   thread. Its API is not thread-safe: one thread at a time calls it.
- *   Different writers are independent.
+ * Engine and threads
+ *   Compression and decompression run on an engine (mts_engine): a pool of
+ *   worker threads and one hard bytes-in-flight budget. Many writers and
+ *   readers can share one engine (one per process, as in a Spark executor):
+ *   creating a writer or reader on it starts no thread, the sum of the bytes
+ *   they hold never exceeds the engine's budget, and their jobs interleave on
+ *   the workers while each writer's output stays in its own order. A writer
+ *   or reader created without an engine makes a private one from its own
+ *   threads and max_bytes_in_flight options.
+ *
+ *   One writer's or reader's API is not thread-safe: one thread at a time
+ *   calls it. Different handles may be used from different threads at once,
+ *   on one engine or not. mts_writer_get_stats, mts_writer_error and the
+ *   engine's functions may be called from any thread at any time.
  */
 #ifndef MTSHUFFLE_H
 #define MTSHUFFLE_H
@@ -94,6 +104,37 @@ typedef enum {
 #define MTS_MAX_PARTITIONS (1u << 24) /* Spark's serialized-shuffle limit */
 #define MTS_MIN_BYTES_IN_FLIGHT (64u << 10)
 
+/* ---- engine: shared worker pool and budget ------------------------------- */
+typedef struct mts_engine mts_engine;
+
+#define MTS_MAX_THREADS 256u /* workers per engine */
+
+/* Starts `threads` workers (1..256) under a budget of max_bytes_in_flight
+ * bytes (>= MTS_MIN_BYTES_IN_FLIGHT). Thread creation failures return
+ * -errno (e.g. -EAGAIN). */
+MTS_API int mts_engine_create(uint32_t threads, uint64_t max_bytes_in_flight, mts_engine **out,
+                              char *errbuf, size_t errbuf_len);
+/* Drops the caller's reference. The engine stops (its threads are joined)
+ * when the last writer or reader created on it is freed too, so it may be
+ * called while they still run. Accepts NULL. Must not be called from a
+ * callback of the engine's own threads. */
+MTS_API void mts_engine_free(mts_engine *e);
+
+typedef struct mts_engine_stats {
+    uint32_t threads;         /* workers */
+    uint32_t threads_busy;    /* workers running a job right now */
+    uint32_t clients;         /* writers and readers on the engine now */
+    uint64_t jobs;            /* jobs run */
+    uint64_t busy_ns;         /* summed over workers */
+    uint64_t bytes_held;      /* budget held now, all clients */
+    uint64_t peak_bytes_held; /* high-water mark; never above budget */
+    uint64_t budget;          /* the cap */
+    uint64_t budget_wait_ns;  /* summed over every blocked acquisition */
+    uint64_t reclaims;        /* times a waiter made a holder spill */
+} mts_engine_stats;
+
+MTS_API int mts_engine_get_stats(const mts_engine *e, mts_engine_stats *stats);
+
 typedef struct mts_writer_options {
     const char *dir;               /* output directory; required, must exist */
     int32_t shuffle_id;            /* >= 0; default 0 */
@@ -104,7 +145,11 @@ typedef struct mts_writer_options {
     uint32_t block_size;           /* lz4 block size, 64 B .. 32 MiB, default 32 KiB */
     mts_checksum checksum;         /* default MTS_CHECKSUM_ADLER32 (Spark's default) */
     mts_strategy strategy;         /* default MTS_STRATEGY_STREAMING */
-    uint32_t threads;              /* compression workers 1..256; default 2 */
+    mts_engine *engine;            /* NULL (default): a private engine of `threads`
+                                      workers and `max_bytes_in_flight` bytes. Set:
+                                      the writer runs on that engine (threads and
+                                      max_bytes_in_flight are then ignored) */
+    uint32_t threads;              /* compression workers 1..MTS_MAX_THREADS; default 2 */
     uint64_t max_bytes_in_flight;  /* hard cap on bytes held, >= 64 KiB; default 64 MiB */
     uint32_t job_size;             /* input bytes per compression job, default 1 MiB;
                                       lowered automatically to fit the budget */
@@ -180,8 +225,9 @@ typedef struct mts_writer_stats {
     uint64_t compress_ns;     /* summed over workers */
     uint64_t write_ns;        /* time in write/copy/fsync calls */
     uint64_t budget_wait_ns;  /* time the caller waited on the budget */
-    uint64_t peak_bytes_held; /* high-water mark of the budget */
-    uint64_t budget;          /* the configured cap */
+    uint64_t peak_bytes_held; /* high-water mark of this writer's bytes held */
+    uint64_t budget;          /* the cap of its engine's budget */
+    uint64_t bytes_held;      /* bytes held now */
 } mts_writer_stats;
 
 MTS_API int mts_writer_get_stats(const mts_writer *w, mts_writer_stats *stats);
@@ -208,6 +254,8 @@ typedef struct mts_reader mts_reader;
 
 typedef struct mts_reader_options {
     mts_codec codec;              /* default MTS_CODEC_AUTO; set it as Spark's config says */
+    mts_engine *engine;           /* NULL (default): a private engine of `threads` and
+                                     `max_bytes_in_flight`; set: decode on that engine */
     uint32_t threads;             /* decompression threads 1..256; default 2 */
     uint64_t max_bytes_in_flight; /* hard cap on decoded bytes held, >= 64 KiB; default 64 MiB */
     uint32_t piece_size;          /* decoded bytes per piece handed out, default 1 MiB */
@@ -277,6 +325,35 @@ typedef int (*mts_sink_fn)(void *ctx, const void *buf, size_t len);
  * NULL) at the block or frame that failed. */
 MTS_API int mts_decompress(mts_codec codec, const void *src, size_t n, mts_sink_fn sink, void *ctx,
                            uint64_t *bad_offset);
+
+/* ---- one committed map output, read-only -----------------------------------
+ * The layout as Spark writes it, decoded: for tools (the CLI's inspect) and
+ * tests. Opening checks that the files are well formed; unless
+ * MTS_OUTPUT_LENIENT is given, also that the index agrees with the data file
+ * (offsets start at 0, never go down, end at the data file's size). */
+typedef struct mts_output mts_output;
+
+typedef struct mts_output_info {
+    const char *data_path;
+    uint32_t num_partitions;
+    uint64_t data_bytes;       /* size of the data file (0 if it is missing) */
+    const uint64_t *offsets;   /* num_partitions + 1 offsets, as the index stores them */
+    mts_checksum checksum;     /* the checksum file's algorithm; NONE if there is none */
+    const uint64_t *checksums; /* num_partitions stored values, NULL without a checksum file */
+    mts_codec codec;           /* of the first non-empty partition, by its magic (NONE:
+                                  raw); MTS_CODEC_AUTO when every partition is empty */
+} mts_output_info;
+
+#define MTS_OUTPUT_LENIENT 1u
+
+/* path: the output's .data, .index or .checksum.ALGO file. */
+MTS_API int mts_output_open(const char *path, unsigned flags, mts_output **out, char *errbuf,
+                            size_t errbuf_len);
+MTS_API const mts_output_info *mts_output_get_info(const mts_output *o);
+/* Partition p's stored bytes (valid until close); MTS_E_CORRUPT if its
+ * offsets are out of order or past the data (lenient opens only). */
+MTS_API int mts_output_partition(const mts_output *o, uint32_t p, const void **bytes, uint64_t *len);
+MTS_API void mts_output_close(mts_output *o); /* accepts NULL */
 
 /* ---- file names --------------------------------------------------------- */
 /* Writes the final name ("shuffle_S_M_0.data", ".index", ".checksum.ALGO") of

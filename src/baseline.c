@@ -1,102 +1,134 @@
 /* The pre-optimisation strategy, kept as the benchmark reference: every
  * partition's compressed streams are appended to a temp file of its own (one
  * file per non-empty partition per map task, as Spark's bypass-merge writer and
- * the multithreaded writer before streaming did), and at commit the files are
+ * the multithreaded writer before streaming did), and at the end the files are
  * concatenated in partition order into the data file with in-kernel copies
  * (Spark's transferTo). Compression, jobs and budget are the same as in the
  * streaming strategy; only where the bytes go differs. */
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "checksum.h"
+#include "dest.h"
 #include "fileio.h"
-#include "internal.h"
-#include "writer.h"
 
 #define FD_CLOSED (-2) /* the file exists but its descriptor was closed */
 
-static void part_name(const mts_writer *w, uint32_t p, char *buf, size_t len)
+static void part_name(const part_files *pf, uint32_t p, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s.p%u", w->data_tmp, p);
+    snprintf(buf, len, "%s.p%u", pf->base, p);
 }
 
-/* Runs on the ordered writer thread. */
-int part_file_append(mts_writer *w, uint32_t p, const void *buf, uint64_t len)
+static int open_part(part_files *pf, uint32_t p)
 {
-    part *pt = &w->parts[p];
-    char name[PATH_CAP];
+    char name[MTS_PATH_CAP + 16];
+    part_name(pf, p, name, sizeof name);
+    int flags = O_RDWR | O_CREAT | O_APPEND | (pf->fd[p] == FD_CLOSED ? 0 : O_TRUNC);
+    int fd = fio_open(name, flags, 0644);
+    if (fd == -EMFILE) { /* out of descriptors: close the others */
+        for (uint32_t i = 0; i < pf->env->nparts; i++)
+            if (pf->fd[i] >= 0) {
+                close(pf->fd[i]);
+                pf->fd[i] = FD_CLOSED;
+            }
+        fd = fio_open(name, flags, 0644);
+    }
+    if (fd < 0) return dest_fail(pf->env, fd, "create partition file %s (partition %u)", name, p);
+    pf->fd[p] = fd;
+    return 0;
+}
+
+static int pf_put(destination *d, chunk **c, uint32_t n)
+{
+    part_files *pf = (part_files *)d;
+    const dest_env *env = pf->env;
     int rc = 0;
-    if (pt->fd < 0) {
-        part_name(w, p, name, sizeof name);
-        int flags = O_RDWR | O_CREAT | O_APPEND | (pt->fd == FD_CLOSED ? 0 : O_TRUNC);
-        int fd = fio_open(name, flags, 0644);
-        if (fd == -EMFILE) { /* out of descriptors: close the others */
-            for (uint32_t i = 0; i < w->o.num_partitions; i++)
-                if (w->parts[i].fd >= 0) {
-                    close(w->parts[i].fd);
-                    w->parts[i].fd = FD_CLOSED;
-                }
-            fd = fio_open(name, flags, 0644);
+    uint64_t t0 = mts_now_ns(), charge = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t p = c[i]->partition;
+        if (rc == 0 && pf->fd[p] < 0) rc = open_part(pf, p);
+        if (rc == 0 && (rc = fio_write_all(pf->fd[p], c[i]->data, c[i]->len)) < 0) {
+            char name[MTS_PATH_CAP + 16];
+            part_name(pf, p, name, sizeof name);
+            dest_fail(env, rc, "write partition file %s (partition %u)", name, p);
         }
-        if (fd < 0) {
-            rc = fd;
-            writer_fail(w, rc, "create partition file %s (partition %u)", name, p);
-            return rc;
+        if (rc == 0) {
+            pf->sum[p] = dest_combine(env, pf->sum[p], c[i]->checksum, c[i]->len);
+            pf->len[p] += c[i]->len;
         }
-        pt->fd = fd;
+        charge += c[i]->charge;
+        mts_free(c[i]);
     }
-    uint64_t t0 = mts_now_ns();
-    rc = fio_write_all(pt->fd, buf, len);
-    __atomic_add_fetch(&w->st.write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
-    if (rc < 0) {
-        part_name(w, p, name, sizeof name);
-        writer_fail(w, rc, "write partition file %s (partition %u)", name, p);
-    }
+    eng_release(env->budget, charge);
+    __atomic_add_fetch(&env->io->write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
     return rc;
 }
 
-int concat_part_files(mts_writer *w)
+static int pf_finish(destination *d, out_file *out)
 {
-    int rc = open_data_tmp(w); /* normally open since the writer started */
-    if (rc < 0) {
-        writer_fail(w, rc, "create data file %s", w->data_tmp);
-        return rc;
-    }
-    char name[PATH_CAP];
-    for (uint32_t p = 0; p < w->o.num_partitions; p++) {
-        part *pt = &w->parts[p];
-        if (pt->fd == -1) continue;
-        part_name(w, p, name, sizeof name);
-        if (pt->fd == FD_CLOSED && (pt->fd = fio_open(name, O_RDONLY, 0)) < 0) {
-            rc = pt->fd;
-            pt->fd = FD_CLOSED;
-            writer_fail(w, rc, "reopen partition file %s (partition %u)", name, p);
-            return rc;
+    part_files *pf = (part_files *)d;
+    const dest_env *env = pf->env;
+    int rc = out_create(out); /* normally open since the writer started */
+    if (rc < 0) return dest_fail(env, rc, "create data file %s", out->path);
+    char name[MTS_PATH_CAP + 16];
+    for (uint32_t p = 0; p < env->nparts; p++) {
+        if (pf->fd[p] == -1) continue;
+        part_name(pf, p, name, sizeof name);
+        if (pf->fd[p] == FD_CLOSED) {
+            int fd = fio_open(name, O_RDONLY, 0);
+            if (fd < 0) return dest_fail(env, fd, "reopen partition file %s (partition %u)", name, p);
+            pf->fd[p] = fd;
         }
-        uint64_t t0 = mts_now_ns();
-        rc = fio_copy_range(pt->fd, 0, w->data_fd, pt->len);
-        __atomic_add_fetch(&w->st.write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
-        if (rc < 0) {
-            writer_fail(w, rc, "copy partition file %s (partition %u) into %s", name, p, w->data_tmp);
-            return rc;
-        }
-        w->st.bytes_merged += pt->len;
-        close(pt->fd);
-        pt->fd = -1;
+        if ((rc = out_copy(out, p, pf->fd[p], 0, pf->len[p], pf->sum[p])) < 0)
+            return dest_fail(env, rc, "copy partition file %s (partition %u) into %s", name, p, out->path);
+        close(pf->fd[p]);
+        pf->fd[p] = -1;
         unlink(name);
     }
     return 0;
 }
 
-void remove_part_files(mts_writer *w)
+static void pf_discard(destination *d)
 {
-    char name[PATH_CAP];
-    for (uint32_t p = 0; p < w->o.num_partitions; p++) {
-        part *pt = &w->parts[p];
-        if (pt->fd == -1) continue;
-        if (pt->fd >= 0) close(pt->fd);
-        part_name(w, p, name, sizeof name);
+    part_files *pf = (part_files *)d;
+    char name[MTS_PATH_CAP + 16];
+    for (uint32_t p = 0; pf->fd && p < pf->env->nparts; p++) {
+        if (pf->fd[p] == -1) continue;
+        if (pf->fd[p] >= 0) close(pf->fd[p]);
+        part_name(pf, p, name, sizeof name);
         unlink(name);
-        pt->fd = -1;
+        pf->fd[p] = -1;
     }
+}
+
+static const dest_ops pf_ops = {pf_put, pf_finish, pf_discard};
+
+int part_files_init(part_files *pf, const dest_env *env, const char *base)
+{
+    memset(pf, 0, sizeof *pf);
+    pf->d.ops = &pf_ops;
+    pf->env = env;
+    snprintf(pf->base, sizeof pf->base, "%s", base);
+    pf->fd = mts_malloc((size_t)env->nparts * sizeof *pf->fd);
+    pf->len = mts_calloc(env->nparts, sizeof *pf->len);
+    pf->sum = mts_malloc((size_t)env->nparts * sizeof *pf->sum);
+    if (!pf->fd || !pf->len || !pf->sum) return MTS_E_NOMEM;
+    uint32_t init = checksum_init(env->algo);
+    for (uint32_t p = 0; p < env->nparts; p++) {
+        pf->fd[p] = -1;
+        pf->sum[p] = init;
+    }
+    return 0;
+}
+
+void part_files_free(part_files *pf)
+{
+    if (!pf->d.ops) return;
+    pf_discard(&pf->d);
+    mts_free(pf->fd);
+    mts_free(pf->len);
+    mts_free(pf->sum);
+    memset(pf, 0, sizeof *pf);
 }

@@ -22,7 +22,7 @@ int mts_cctx_create(mts_codec codec, int level, uint32_t block_size, mts_cctx **
     if (!out) return MTS_E_ARG;
     *out = NULL;
     const codec_vtable *v = codec_get(codec);
-    if (!v || (codec == MTS_CODEC_ZSTD && (level < 1 || level > 19)) ||
+    if (!v || (codec == MTS_CODEC_ZSTD && (level < 1 || level > CODEC_ZSTD_MAX_LEVEL)) ||
         (codec == MTS_CODEC_LZ4 && (block_size < LZ4J_MIN_BLOCK || block_size > LZ4J_MAX_BLOCK)))
         return MTS_E_ARG;
     mts_cctx *c = mts_calloc(1, sizeof *c);

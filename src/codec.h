@@ -35,6 +35,8 @@ typedef struct codec_vtable {
 
 const codec_vtable *codec_get(mts_codec id);
 
+#define CODEC_ZSTD_MAX_LEVEL 19
+
 extern const codec_vtable codec_none_vtable;
 extern const codec_vtable codec_lz4_vtable;
 extern const codec_vtable codec_zstd_vtable;

@@ -26,7 +26,8 @@ static void zstd_ctx_free(void *ctx) { ZSTD_freeCCtx(ctx); }
 static int zstd_compress(const codec_params *p, void *ctx, const void *src, size_t n, void *dst,
                          size_t cap, size_t *out_len)
 {
-    (void)p;
+    /* Contexts belong to engine workers and serve writers of any level. */
+    if (ZSTD_isError(ZSTD_CCtx_setParameter(ctx, ZSTD_c_compressionLevel, p->level))) return MTS_E_CODEC;
     size_t r = ZSTD_compress2(ctx, dst, cap, src, n);
     if (ZSTD_isError(r)) return MTS_E_CODEC;
     *out_len = r;

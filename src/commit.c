@@ -9,59 +9,16 @@
 #include "commit.h"
 #include "fileio.h"
 #include "internal.h"
+#include "layout.h"
 
-#define PATH_CAP 4096
-
-static int write_longs(const char *path, const uint64_t *v, uint32_t n, int lead_zero, int do_fsync)
+/* Writes buf to a new file at path (the temp name of an index or checksum file). */
+static int write_file(const char *path, const unsigned char *buf, size_t len, int do_fsync)
 {
     int fd = fio_open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return fd;
-    size_t count = (size_t)n + (lead_zero ? 1 : 0);
-    unsigned char *buf = mts_malloc(count * 8);
-    int rc = buf ? 0 : -ENOMEM;
-    if (!rc) {
-        size_t k = 0;
-        if (lead_zero) put_be64(buf + 8 * k++, 0);
-        for (uint32_t i = 0; i < n; i++) put_be64(buf + 8 * k++, v[i]);
-        rc = fio_write_all(fd, buf, count * 8);
-    }
+    int rc = fio_write_all(fd, buf, len);
     if (!rc && do_fsync) rc = fio_fsync(fd);
-    mts_free(buf);
     if (close(fd) && !rc) rc = -errno;
-    return rc;
-}
-
-int index_read(const char *path, uint32_t num_partitions, uint64_t data_len, uint64_t *offsets,
-               char *err, size_t errlen)
-{
-    int fd = fio_open(path, O_RDONLY, 0);
-    if (fd < 0) return fd;
-    struct stat st;
-    int rc = fstat(fd, &st) ? -errno : 0;
-    uint64_t want = ((uint64_t)num_partitions + 1) * 8;
-    if (!rc && (uint64_t)st.st_size != want) {
-        snprintf(err, errlen, "index %s: %lld bytes, expected %llu for %u partitions", path,
-                 (long long)st.st_size, (unsigned long long)want, num_partitions);
-        rc = MTS_E_CORRUPT;
-    }
-    unsigned char *buf = rc ? NULL : mts_malloc(want);
-    if (!rc && !buf) rc = -ENOMEM;
-    if (!rc) rc = fio_pread_all(fd, buf, want, 0);
-    for (uint32_t i = 0; !rc && i <= num_partitions; i++) {
-        offsets[i] = get_be64(buf + 8 * i);
-        if ((i == 0 && offsets[0] != 0) || (i > 0 && offsets[i] < offsets[i - 1])) {
-            snprintf(err, errlen, "index %s: offset %u (%llu) is %s", path, i,
-                     (unsigned long long)offsets[i], i ? "below the one before" : "not 0");
-            rc = MTS_E_CORRUPT;
-        }
-    }
-    if (!rc && offsets[num_partitions] != data_len) {
-        snprintf(err, errlen, "index %s: ends at %llu but the data file has %llu bytes", path,
-                 (unsigned long long)offsets[num_partitions], (unsigned long long)data_len);
-        rc = MTS_E_CORRUPT;
-    }
-    mts_free(buf);
-    close(fd);
     return rc;
 }
 
@@ -90,11 +47,12 @@ static int is_token(const char *p)
     return p[32] == 0 || p[32] == '.';
 }
 
-/* 1 if someone holds the anchor's lock, 0 if not (or it is gone). */
+/* 1 if someone holds the anchor's lock (or it cannot be checked), 0 if not
+ * or if it is gone. */
 static int anchor_live(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
+    int fd = fio_open(path, O_RDONLY, 0);
+    if (fd < 0) return fd != -ENOENT; /* gone: dead; unreadable: leave it alone */
     int live = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(fd);
     return live;
@@ -107,11 +65,17 @@ int cleanup_stale(const char *dir, const char *data_final, const char *own_token
     const char *slash = strrchr(data_final, '/');
     const char *data_name = slash ? slash + 1 : data_final;
     size_t base_len = strlen(data_name) - strlen(".data");
-    DIR *d = opendir(dir);
-    if (!d) return -errno;
+    int dfd = fio_open(dir, O_RDONLY | O_DIRECTORY, 0);
+    if (dfd < 0) return dfd;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        int rc = -errno;
+        close(dfd);
+        return rc;
+    }
     int removed = 0;
     struct dirent *e;
-    char path[PATH_CAP + 8], anchor[PATH_CAP];
+    char path[MTS_PATH_CAP + 8], anchor[MTS_PATH_CAP];
     while ((e = readdir(d))) {
         const char *n = e->d_name;
         if (strncmp(n, data_name, base_len) != 0 || n[base_len] != '.') continue;
@@ -134,17 +98,15 @@ int cleanup_stale(const char *dir, const char *data_final, const char *own_token
 /* Existing checksums, if the file is there and whole; 0 on success. */
 static int read_checksums(const char *path, uint32_t n, uint32_t *out)
 {
-    int fd = fio_open(path, O_RDONLY, 0);
-    if (fd < 0) return fd;
-    struct stat st;
-    int rc = fstat(fd, &st) ? -errno : 0;
-    if (!rc && (uint64_t)st.st_size != (uint64_t)n * 8) rc = MTS_E_CORRUPT;
-    unsigned char *buf = rc ? NULL : mts_malloc((size_t)n * 8);
-    if (!rc && !buf) rc = -ENOMEM;
-    if (!rc) rc = fio_pread_all(fd, buf, (size_t)n * 8, 0);
-    for (uint32_t i = 0; !rc && i < n; i++) out[i] = (uint32_t)get_be64(buf + 8 * i);
+    unsigned char *buf;
+    uint64_t len;
+    FORWARD_IF_ERROR(layout_read_file(path, &buf, &len));
+    uint64_t *v = mts_malloc((size_t)n * sizeof *v + 1);
+    char ignored[MTS_MSG_CAP];
+    int rc = v ? layout_sums_decode(buf, len, n, v, path, ignored, sizeof ignored) : MTS_E_NOMEM;
+    for (uint32_t i = 0; rc == 0 && i < n; i++) out[i] = (uint32_t)v[i];
+    mts_free(v);
     mts_free(buf);
-    close(fd);
     return rc;
 }
 
@@ -157,10 +119,10 @@ static int try_adopt(const commit_req *r, uint64_t *lengths)
         st.st_size = 0; /* Spark: File.length() of a missing data file is 0 */
     }
     uint64_t *off = mts_malloc(((size_t)r->num_partitions + 1) * 8);
-    if (!off) return -ENOMEM;
-    char ignored[256];
-    int rc = index_read(r->index_final, r->num_partitions, (uint64_t)st.st_size, off, ignored,
-                        sizeof ignored);
+    if (!off) return MTS_E_NOMEM;
+    char ignored[MTS_MSG_CAP];
+    int rc = layout_index_read(r->index_final, r->num_partitions, (uint64_t)st.st_size, off, ignored,
+                               sizeof ignored);
     if (rc == 0) {
         for (uint32_t i = 0; i < r->num_partitions; i++) lengths[i] = off[i + 1] - off[i];
         rc = 1;
@@ -174,7 +136,7 @@ static int try_adopt(const commit_req *r, uint64_t *lengths)
 int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, int *adopted,
                   char *err, size_t errlen)
 {
-    char index_tmp[PATH_CAP], sum_tmp[PATH_CAP];
+    char index_tmp[MTS_PATH_CAP + 40], sum_tmp[MTS_PATH_CAP + 40];
     const char *stage = "write index";
     const char *file = index_tmp;
     int rc = 0, dirfd = -1, data_placed = 0, sum_placed = 0, sum_written = 0, index_placed = 0;
@@ -182,24 +144,17 @@ int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, i
     snprintf(index_tmp, sizeof index_tmp, "%s.%s", r->index_final, r->token);
     snprintf(sum_tmp, sizeof sum_tmp, "%s.%s", r->checksum_final ? r->checksum_final : "", r->token);
 
-    uint64_t *offsets = mts_malloc(((size_t)r->num_partitions + 1) * 8);
-    uint64_t *sums64 = mts_malloc(((size_t)r->num_partitions + 1) * 8);
-    if (!offsets || !sums64) { rc = -ENOMEM; goto out; }
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < r->num_partitions; i++) {
-        if (lengths[i] > INT64_MAX - total) { rc = MTS_E_OVERFLOW; goto out; }
-        offsets[i] = total;
-        total += lengths[i];
-    }
-    offsets[r->num_partitions] = total;
-    /* The index file is offsets[1..N] after its leading zero. */
-    if ((rc = write_longs(index_tmp, offsets + 1, r->num_partitions, 1, r->fsync)) < 0) goto out;
+    size_t n = r->num_partitions;
+    unsigned char *buf = mts_malloc((n + 1) * 8);
+    if (!buf) { rc = MTS_E_NOMEM; goto out; }
+    if ((rc = layout_index_encode(buf, lengths, r->num_partitions)) < 0) goto out;
+    if ((rc = write_file(index_tmp, buf, (n + 1) * 8, r->fsync)) < 0) goto out;
     if (r->checksum_final) {
         stage = "write checksum";
         file = sum_tmp;
-        for (uint32_t i = 0; i < r->num_partitions; i++) sums64[i] = checksums[i];
+        layout_sums_encode(buf, checksums, r->num_partitions);
         sum_written = 1; /* removed on every way out, even if writing it fails */
-        if ((rc = write_longs(sum_tmp, sums64, r->num_partitions, 0, r->fsync)) < 0) goto out;
+        if ((rc = write_file(sum_tmp, buf, n * 8, r->fsync)) < 0) goto out;
     }
 
     stage = "lock directory";
@@ -215,7 +170,7 @@ int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, i
         *adopted = 1;
         rc = 0;
         if (r->checksum_final) {
-            uint32_t *theirs = mts_malloc((size_t)r->num_partitions * 4);
+            uint32_t *theirs = mts_malloc(n * 4 + 4);
             if (theirs && read_checksums(r->checksum_final, r->num_partitions, theirs) == 0) {
                 memcpy(checksums, theirs, (size_t)r->num_partitions * 4);
             } else if (fio_rename(sum_tmp, r->checksum_final) == 0) {
@@ -249,7 +204,7 @@ int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, i
 
 out:
     if (rc < 0) {
-        snprintf(err, errlen, "commit: %s %s: %s", stage, file, mts_strerror(rc));
+        mts_msg(err, errlen, rc, "commit: %s %s", stage, file);
         if (index_placed) unlink(r->index_final);
         if (data_placed) unlink(r->data_final);
         if (sum_placed) unlink(r->checksum_final);
@@ -258,7 +213,6 @@ out:
     if (sum_written) unlink(sum_tmp);
     if (rc < 0 || *adopted) unlink(r->data_tmp);
     if (dirfd >= 0) close(dirfd); /* releases the lock */
-    mts_free(offsets);
-    mts_free(sums64);
+    mts_free(buf);
     return rc;
 }

@@ -44,9 +44,4 @@ void dir_unlock(int fd);
  * files were removed, or -errno. */
 int cleanup_stale(const char *dir, const char *data_final, const char *own_token);
 
-/* Reads a complete index: 0 if consistent with a data file of data_len
- * bytes, MTS_E_CORRUPT (with a message) if not, -errno if unreadable. */
-int index_read(const char *path, uint32_t num_partitions, uint64_t data_len, uint64_t *offsets,
-               char *err, size_t errlen);
-
 #endif

@@ -157,7 +157,7 @@ static int copy_bounce(int in_fd, uint64_t in_off, int out_fd, uint64_t len)
     __atomic_add_fetch(&fallback_copies, 1, __ATOMIC_RELAXED);
     size_t cap = (size_t)MTS_MIN((uint64_t)BOUNCE_SIZE, len);
     char *buf = mts_malloc(cap);
-    if (!buf) return -ENOMEM;
+    if (!buf) return MTS_E_NOMEM;
     int rc = 0;
     off_t out_off = lseek(out_fd, 0, SEEK_CUR);
     if (out_off < 0) rc = -errno;

@@ -3,6 +3,7 @@
 #define MTS_INTERNAL_H
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -31,6 +32,15 @@ static inline uint64_t mts_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+#define MTS_MSG_CAP 512    /* a handle's message buffer */
+#define MTS_PATH_CAP 4096  /* longest path the library builds */
+
+/* The one way messages are built: fmt, then ": " and mts_strerror(code),
+ * into buf (truncated to fit). Returns code, so a caller can write
+ * `return mts_msg(err, len, MTS_E_ARG, "options: ...")`. */
+int mts_msg(char *buf, size_t len, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int mts_vmsg(char *buf, size_t len, int code, const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
 #define MTS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MTS_MAX(a, b) ((a) > (b) ? (a) : (b))

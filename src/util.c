@@ -20,6 +20,23 @@ void *mts_calloc(size_t count, size_t size)
     return p;
 }
 
+int mts_vmsg(char *buf, size_t len, int code, const char *fmt, va_list ap)
+{
+    if (!buf || !len) return code;
+    int n = vsnprintf(buf, len, fmt, ap);
+    if (n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ": %s", mts_strerror(code));
+    return code;
+}
+
+int mts_msg(char *buf, size_t len, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    mts_vmsg(buf, len, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 const char *mts_strerror(int code)
 {
     switch (code) {
@@ -67,23 +84,4 @@ const char *mts_codec_name(mts_codec codec)
     case MTS_CODEC_ZSTD: return "zstd";
     }
     return NULL;
-}
-
-int mts_output_name(char *buf, size_t len, int32_t shuffle_id, int64_t map_id, int kind,
-                    mts_checksum algo)
-{
-    if (!buf || shuffle_id < 0 || map_id < 0) return MTS_E_ARG;
-    int n;
-    switch (kind) {
-    case 'd': n = snprintf(buf, len, "shuffle_%d_%lld_0.data", shuffle_id, (long long)map_id); break;
-    case 'i': n = snprintf(buf, len, "shuffle_%d_%lld_0.index", shuffle_id, (long long)map_id); break;
-    case 'c':
-        if (algo == MTS_CHECKSUM_NONE || !mts_checksum_name(algo)) return MTS_E_ARG;
-        n = snprintf(buf, len, "shuffle_%d_%lld_0.checksum.%s", shuffle_id, (long long)map_id,
-                     mts_checksum_name(algo));
-        break;
-    default: return MTS_E_ARG;
-    }
-    if (n < 0 || (size_t)n >= len) return MTS_E_ARG;
-    return n;
 }

@@ -1,6 +1,7 @@
 #include <time.h>
 
 #include "commit.h"
+#include "layout.h"
 #include "testutil.h"
 
 static char dir[600], data_tmp[700], data[700], idx[700], sum[700];
@@ -77,10 +78,10 @@ int main(void)
     CHECK(be64_at(b + 24) == 6);
     free(b);
     uint64_t off[4];
-    CHECK(index_read(idx, 3, 6, off, err, sizeof err) == 0 && off[1] == 1 && off[2] == 3);
-    CHECK(index_read(idx, 3, 7, off, err, sizeof err) == MTS_E_CORRUPT);
+    CHECK(layout_index_read(idx, 3, 6, off, err, sizeof err) == 0 && off[1] == 1 && off[2] == 3);
+    CHECK(layout_index_read(idx, 3, 7, off, err, sizeof err) == MTS_E_CORRUPT);
     CHECK(strstr(err, "data file has 7 bytes") != NULL);
-    CHECK(index_read(idx, 4, 6, off, err, sizeof err) == MTS_E_CORRUPT);
+    CHECK(layout_index_read(idx, 4, 6, off, err, sizeof err) == MTS_E_CORRUPT);
 
     /* A non-monotonic index is corrupt. */
     unsigned char bad[32] = {0};
@@ -88,7 +89,7 @@ int main(void)
     FILE *f = fopen(idx, "wb");
     fwrite(bad, 1, 32, f);
     fclose(f);
-    CHECK(index_read(idx, 3, 6, off, err, sizeof err) == MTS_E_CORRUPT);
+    CHECK(layout_index_read(idx, 3, 6, off, err, sizeof err) == MTS_E_CORRUPT);
 
     /* No checksum file when checksums are off; all-empty partitions. */
     rm_rf(dir);

@@ -115,7 +115,10 @@ int main(void)
     const char *env = getenv("MTS_CRASH_TRIALS");
     int trials = env ? atoi(env) : 200;
     int killed_writing = 0, killed_committing = 0, after = 0, found_committed = 0, leftovers = 0;
-    for (int i = 0; i < trials; i++) {
+    /* Kill times are random; a loaded machine shifts where they land. Go on
+     * past `trials` (up to 3x) until both phases were hit often enough. */
+    int want = trials >= 200 ? 20 : 0, done_trials = 0;
+    for (int i = 0; i < trials || ((killed_writing < want || killed_committing < want) && i < 3 * trials); i++, done_trials++) {
         int strategy = i % 3 == 2 ? MTS_STRATEGY_BASELINE : MTS_STRATEGY_STREAMING;
         int fds[2];
         CHECK(pipe(fds) == 0);
@@ -162,8 +165,8 @@ int main(void)
     }
     printf("crash: %d kills: %d while writing, %d during commit, %d after; %d left a committed output, "
            "%d left temp files, all removed by the next attempt\n",
-           trials, killed_writing, killed_committing, after, found_committed, leftovers);
-    if (trials >= 200) CHECK(killed_writing >= 20 && killed_committing >= 20);
+           done_trials, killed_writing, killed_committing, after, found_committed, leftovers);
+    CHECK(killed_writing >= want && killed_committing >= want);
 
     /* Concurrent attempts: two processes, released together. */
     int races = env ? trials / 4 : 50, wins_a = 0, wins_b = 0;

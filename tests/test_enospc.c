@@ -6,9 +6,7 @@
 #include <time.h>
 
 #include "internal.h"
-#include "limiter.h"
 #include "testutil.h"
-#include "writer.h"
 
 int main(void)
 {
@@ -44,7 +42,7 @@ int main(void)
         printf("scenario %d: %d (%s): %s\n", scenario, rc, mts_strerror(rc), mts_writer_error(w));
         CHECK(rc == -ENOSPC);
         CHECK(strstr(mts_writer_error(w), dir) != NULL);
-        CHECK(limiter_held(&w->lim) == 0);
+        CHECK(writer_bytes_held(w) == 0);
         mts_writer_free(w);
         CHECK(dir_count(dir) == 0);
     }

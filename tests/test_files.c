@@ -8,10 +8,8 @@
 #include <time.h>
 
 #include "fileio.h"
-#include "limiter.h"
 #include "internal.h"
 #include "testutil.h"
-#include "writer.h"
 
 static int watch_fd, watch_wd;
 
@@ -208,7 +206,7 @@ int main(void)
         printf("scenario %d: %s\n", scenario, mts_writer_error(w));
         CHECK(rc == -EFBIG);
         CHECK(strstr(mts_writer_error(w), dir) != NULL && strstr(mts_writer_error(w), "File too large"));
-        CHECK(limiter_held(&w->lim) == 0);
+        CHECK(writer_bytes_held(w) == 0);
         CHECK(mts_writer_append(w, 0, "x", 1) == -EFBIG && mts_writer_commit(w, NULL, NULL, NULL) == -EFBIG);
         CHECK(dir_count(dir) == 0);
         mts_writer_free(w);

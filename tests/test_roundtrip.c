@@ -9,9 +9,7 @@
 #include "codec.h"
 #include "commit.h"
 #include "internal.h"
-#include "limiter.h"
 #include "testutil.h"
-#include "writer.h"
 
 typedef struct rec {
     uint32_t partition;
@@ -174,7 +172,7 @@ static void run_trial(trial *t, mts_strategy strategy, uint64_t *lengths, uint64
     mts_writer_stats st;
     CHECK_RC(mts_writer_get_stats(w, &st));
     CHECK(st.peak_bytes_held <= t->o.max_bytes_in_flight); /* the cap is hard */
-    CHECK(limiter_held(&w->lim) == 0);                     /* and all of it came back */
+    CHECK(writer_bytes_held(w) == 0);                     /* and all of it came back */
     CHECK(st.bytes_in == t->store_len);
     mts_writer_free(w);
     free(offs);

@@ -140,6 +140,14 @@ static inline void put_be64_test(unsigned char *p, uint64_t v)
     for (int i = 7; i >= 0; i--) { p[i] = (unsigned char)v; v >>= 8; }
 }
 
+/* Budget the writer holds now (public stats). */
+static inline uint64_t writer_bytes_held(const mts_writer *w)
+{
+    mts_writer_stats st;
+    if (mts_writer_get_stats(w, &st) < 0) return UINT64_MAX;
+    return st.bytes_held;
+}
+
 #define TEST_DONE(name)                                                                    \
     do {                                                                                   \
         printf("%s: %d checks passed\n", name, test_checks);                               \

@@ -1,0 +1,134 @@
+/* Where compressed bytes go. The ordered writer hands every job's chunks to
+ * a destination, in submission order:
+ *
+ *   out_file    the data file itself (stream: partition-ordered input)
+ *   run_store   held in memory, spilled to a run file when the budget asks,
+ *               merged into the data file once (runs.c)
+ *   part_files  one temp file per partition, concatenated at the end
+ *               (baseline.c: the pre-optimisation strategy)
+ *
+ * Destinations know nothing of the writer: what they need from it (the
+ * budget their chunks hold, where to report a failure, counters) comes in a
+ * dest_env. */
+#ifndef MTS_DEST_H
+#define MTS_DEST_H
+
+#include <stdint.h>
+
+#include "engine.h"
+#include "internal.h"
+
+/* One complete codec stream of one partition. */
+typedef struct chunk {
+    struct chunk *next;
+    uint32_t partition;
+    uint32_t checksum; /* over data[0, len) */
+    uint64_t len;
+    uint64_t charge;   /* budget this chunk holds */
+    unsigned char data[];
+} chunk;
+
+typedef struct io_stats { /* updated atomically */
+    uint64_t write_ns;      /* time in write/copy/fsync calls */
+    uint64_t bytes_spilled; /* written to run files */
+    uint64_t bytes_merged;  /* copied from run or partition files into the data file */
+} io_stats;
+
+typedef struct dest_env {
+    eng_client *budget;   /* chunks' charges go back here */
+    mts_checksum algo;
+    uint32_t nparts;
+    io_stats *io;
+    /* Records the first failure (message already built); any thread. */
+    void (*fail)(void *ctx, int code, const char *msg);
+    int (*failed)(void *ctx); /* the recorded code, 0 if none */
+    void *ctx;
+} dest_env;
+
+/* Builds the message (fmt + ": " + mts_strerror(code)), reports it, returns code. */
+int dest_fail(const dest_env *env, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Releases the chunk's budget and frees it (and the chunks linked after it). */
+void chunk_free_list(const dest_env *env, chunk *c);
+/* Checksum of a||b given checksum(a), and b as a chunk or a stored stretch. */
+uint32_t dest_combine(const dest_env *env, uint32_t sum, uint32_t b_sum, uint64_t b_len);
+
+struct out_file;
+typedef struct destination destination;
+typedef struct dest_ops {
+    /* Takes chunks[0..n) of one job (in partition order) and their ownership,
+     * also on failure. Runs on the ordered writer (one thread at a time). */
+    int (*put)(destination *d, chunk **chunks, uint32_t n);
+    /* Moves everything held into out, partition by partition, after what out
+     * already has of each partition. Producer thread, no job in flight. */
+    int (*finish)(destination *d, struct out_file *out);
+    /* Frees what is held and removes temp files; the destination stays usable
+     * (empty). Idempotent. */
+    void (*discard)(destination *d);
+} dest_ops;
+
+struct destination {
+    const dest_ops *ops;
+};
+
+/* ---- the data file (datafile.c) ----------------------------------------------- */
+typedef struct out_file {
+    destination d;       /* put: append to the file; finish/discard: nothing */
+    const dest_env *env;
+    char path[MTS_PATH_CAP];
+    int fd;              /* -1 when not open */
+    uint64_t off;        /* bytes written */
+    uint64_t *len;       /* per partition: its bytes in the file */
+    uint32_t *sum;       /* per partition: their checksum */
+} out_file;
+
+int out_init(out_file *o, const dest_env *env);
+/* Creates (truncating) and locks o->path: the lock marks the attempt as
+ * alive for the clean-up of dead attempts (commit.c). */
+int out_create(out_file *o);
+/* Appends stored bytes of partition p from fd at off (copy_file_range, or
+ * pread/pwrite where the kernel refuses). */
+int out_copy(out_file *o, uint32_t p, int fd, uint64_t off, uint64_t len, uint32_t sum);
+/* Forgets the per-partition lengths (the file became a run file). */
+void out_forget(out_file *o);
+void out_close(out_file *o);
+void out_free(out_file *o);
+
+/* ---- runs.c ------------------------------------------------------------------ */
+typedef struct run_index run_index;
+typedef struct run_store {
+    destination d;           /* put: hold; finish: merge; discard */
+    const dest_env *env;
+    pthread_mutex_t mu;      /* guards everything below: the ordered writer
+                                (put), the producer (spill, finish) and other
+                                clients' threads (reclaim) */
+    chunk **head, **tail;    /* per partition: held chunks in arrival order */
+    uint64_t held;           /* their charges */
+    char path[MTS_PATH_CAP];
+    int fd;
+    uint64_t off;
+    run_index *runs;         /* oldest first */
+    uint32_t nruns, runs_cap;
+} run_store;
+
+int runs_init(run_store *r, const dest_env *env);
+void runs_free(run_store *r);
+/* What out holds becomes the first run: out's file is renamed to r->path
+ * (no copy) and out forgets it. */
+int runs_adopt(run_store *r, out_file *out);
+/* Writes every held chunk to the run file as one new run. Any thread. */
+int runs_spill(run_store *r);
+
+/* ---- baseline.c ---------------------------------------------------------------- */
+typedef struct part_files {
+    destination d;           /* put: append to partition files; finish: concatenate */
+    const dest_env *env;
+    char base[MTS_PATH_CAP]; /* partition p's file is "<base>.p<p>" */
+    int *fd;                 /* per partition: -1 none, FD_CLOSED, or open */
+    uint64_t *len;
+    uint32_t *sum;
+} part_files;
+
+int part_files_init(part_files *pf, const dest_env *env, const char *base);
+void part_files_free(part_files *pf);
+
+#endif

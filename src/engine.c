@@ -1,0 +1,386 @@
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine.h"
+#include "internal.h"
+
+#define RECLAIM_RETRY_NS (10u * 1000u * 1000u) /* re-check after a reclaim that freed nothing */
+
+/* One blocked eng_acquire(), on its caller's stack. */
+typedef struct waiter {
+    struct waiter *next;
+    eng_client *c;
+} waiter;
+
+struct mts_engine {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;   /* workers: a job to run, or stop */
+    pthread_cond_t budget_cv; /* waiters: bytes released, head changed, nothing in flight */
+    /* All below guarded by mu, except the const ones. */
+    eng_job *run_head, *run_tail; /* submitted, not yet taken by a worker */
+    uint64_t pending;             /* jobs submitted, not drained, all clients */
+    waiter *wait_head, *wait_tail;
+    eng_client *clients;
+    uint32_t nclients;
+    int refs;                     /* the creator's plus one per client */
+    int stop;
+    unsigned nthreads;            /* const */
+    unsigned started;             /* threads running */
+    unsigned busy;                /* workers in run() or drain() */
+    uint64_t cap;                 /* const */
+    uint64_t held, peak, wait_ns, jobs, busy_ns, reclaims;
+    eng_worker *workers;
+    pthread_t *threads;
+};
+
+/* ---- workers ---------------------------------------------------------------- */
+
+/* With mu held: drains c's finished jobs from the head of its order. */
+static void drain_ready(mts_engine *e, eng_client *c)
+{
+    while (!c->draining && c->order_head && c->order_head->done) {
+        eng_job *j = c->order_head;
+        c->order_head = j->next_order;
+        if (!c->order_head) c->order_tail = NULL;
+        c->draining = 1;
+        pthread_mutex_unlock(&e->mu);
+        c->ops->drain(c->ctx, j); /* frees j */
+        pthread_mutex_lock(&e->mu);
+        c->draining = 0;
+        c->pending--;
+        e->pending--;
+        if (c->pending == 0) pthread_cond_broadcast(&c->cv);
+        if (e->pending == 0 && e->wait_head) pthread_cond_broadcast(&e->budget_cv);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    eng_worker *w = arg;
+    mts_engine *e = w->e;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stop && !e->run_head) pthread_cond_wait(&e->work_cv, &e->mu);
+        if (!e->run_head) break; /* stop, and nothing left to run */
+        eng_job *j = e->run_head;
+        e->run_head = j->next_run;
+        if (!e->run_head) e->run_tail = NULL;
+        eng_client *c = j->client;
+        e->busy++;
+        pthread_mutex_unlock(&e->mu);
+        uint64_t t0 = mts_now_ns();
+        c->ops->run(c->ctx, j, w);
+        uint64_t t1 = mts_now_ns();
+        pthread_mutex_lock(&e->mu);
+        j->done = 1;
+        e->jobs++;
+        drain_ready(e, c);
+        e->busy--;
+        e->busy_ns += t1 - t0;
+    }
+    pthread_mutex_unlock(&e->mu);
+    for (unsigned k = 0; k < ENG_SLOTS; k++)
+        if (w->slot[k].p) w->slot[k].free_fn(w->slot[k].p);
+    return NULL;
+}
+
+eng_slot *eng_worker_slot(eng_worker *w, unsigned k)
+{
+    assert(k < ENG_SLOTS);
+    return &w->slot[k];
+}
+
+/* ---- life cycle ------------------------------------------------------------- */
+
+static void engine_destroy(mts_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->stop = 1;
+    pthread_cond_broadcast(&e->work_cv);
+    pthread_mutex_unlock(&e->mu);
+    for (unsigned i = 0; i < e->started; i++) pthread_join(e->threads[i], NULL);
+    pthread_cond_destroy(&e->work_cv);
+    pthread_cond_destroy(&e->budget_cv);
+    pthread_mutex_destroy(&e->mu);
+    mts_free(e->workers);
+    mts_free(e->threads);
+    mts_free(e);
+}
+
+static void engine_unref(mts_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    int left = --e->refs;
+    pthread_mutex_unlock(&e->mu);
+    if (left == 0) engine_destroy(e);
+}
+
+int mts_engine_create(uint32_t threads, uint64_t max_bytes_in_flight, mts_engine **out, char *errbuf,
+                      size_t errlen)
+{
+    char scratch[MTS_MSG_CAP];
+    if (!errbuf) { errbuf = scratch; errlen = sizeof scratch; }
+    if (errlen) errbuf[0] = 0;
+    if (!out) return MTS_E_ARG;
+    *out = NULL;
+    if (threads < 1 || threads > MTS_MAX_THREADS)
+        return mts_msg(errbuf, errlen, MTS_E_ARG, "engine: threads %u is not in 1..%u", threads, MTS_MAX_THREADS);
+    if (max_bytes_in_flight < MTS_MIN_BYTES_IN_FLIGHT)
+        return mts_msg(errbuf, errlen, MTS_E_ARG, "engine: max_bytes_in_flight %llu is below the minimum %u",
+                       (unsigned long long)max_bytes_in_flight, MTS_MIN_BYTES_IN_FLIGHT);
+    mts_engine *e = mts_calloc(1, sizeof *e);
+    if (!e) return mts_msg(errbuf, errlen, MTS_E_NOMEM, "engine: allocate");
+    e->workers = mts_calloc(threads, sizeof *e->workers);
+    e->threads = mts_calloc(threads, sizeof *e->threads);
+    if (!e->workers || !e->threads) {
+        mts_free(e->workers);
+        mts_free(e->threads);
+        mts_free(e);
+        return mts_msg(errbuf, errlen, MTS_E_NOMEM, "engine: allocate %u workers", threads);
+    }
+    e->nthreads = threads;
+    e->cap = max_bytes_in_flight;
+    e->refs = 1;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work_cv, NULL);
+    pthread_cond_init(&e->budget_cv, NULL);
+    for (unsigned i = 0; i < threads; i++) {
+        e->workers[i].e = e;
+        e->workers[i].index = i;
+        int err = pthread_create(&e->threads[i], NULL, worker_main, &e->workers[i]);
+        if (err) {
+            engine_destroy(e);
+            return mts_msg(errbuf, errlen, -err, "engine: start worker thread %u of %u", i + 1, threads);
+        }
+        e->started++;
+    }
+    *out = e;
+    return 0;
+}
+
+void mts_engine_free(mts_engine *e)
+{
+    if (e) engine_unref(e);
+}
+
+int mts_engine_get_stats(const mts_engine *ce, mts_engine_stats *st)
+{
+    if (!ce || !st) return MTS_E_ARG;
+    mts_engine *e = (mts_engine *)ce;
+    pthread_mutex_lock(&e->mu);
+    *st = (mts_engine_stats){e->nthreads, e->busy, e->nclients, e->jobs, e->busy_ns, e->held,
+                             e->peak, e->cap, e->wait_ns, e->reclaims};
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+uint64_t eng_cap(const mts_engine *e) { return e->cap; }
+
+int eng_client_init(eng_client *c, mts_engine *e, const eng_client_ops *ops, void *ctx)
+{
+    memset(c, 0, sizeof *c);
+    c->e = e;
+    c->ops = ops;
+    c->ctx = ctx;
+    int err = pthread_cond_init(&c->cv, NULL);
+    if (err) return -err;
+    pthread_mutex_lock(&e->mu);
+    c->next = e->clients;
+    if (e->clients) e->clients->prev = c;
+    e->clients = c;
+    e->nclients++;
+    e->refs++;
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+void eng_client_destroy(eng_client *c)
+{
+    mts_engine *e = c->e;
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    while (c->pending || c->reclaiming) pthread_cond_wait(&c->cv, &e->mu);
+    assert(c->held == 0);
+    e->held -= c->held; /* keeps the engine whole even if a client leaked */
+    if (c->prev) c->prev->next = c->next;
+    else e->clients = c->next;
+    if (c->next) c->next->prev = c->prev;
+    e->nclients--;
+    if (e->wait_head) pthread_cond_broadcast(&e->budget_cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_cond_destroy(&c->cv);
+    c->e = NULL;
+    engine_unref(e);
+}
+
+/* ---- jobs ------------------------------------------------------------------- */
+
+void eng_submit(eng_client *c, eng_job *j)
+{
+    mts_engine *e = c->e;
+    j->client = c;
+    j->done = 0;
+    j->next_run = j->next_order = NULL;
+    pthread_mutex_lock(&e->mu);
+    if (e->run_tail) e->run_tail->next_run = j;
+    else e->run_head = j;
+    e->run_tail = j;
+    if (c->order_tail) c->order_tail->next_order = j;
+    else c->order_head = j;
+    c->order_tail = j;
+    c->pending++;
+    e->pending++;
+    pthread_cond_signal(&e->work_cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void eng_wait_idle(eng_client *c)
+{
+    mts_engine *e = c->e;
+    pthread_mutex_lock(&e->mu);
+    while (c->pending) pthread_cond_wait(&c->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- budget ----------------------------------------------------------------- */
+
+static void take(mts_engine *e, eng_client *c, uint64_t n)
+{
+    e->held += n;
+    c->held += n;
+    if (e->held > e->peak) e->peak = e->held;
+    if (c->held > c->peak) c->peak = c->held;
+}
+
+/* With mu held: the client with the most reclaimable bytes, or NULL. */
+static eng_client *pick_victim(mts_engine *e)
+{
+    eng_client *best = NULL;
+    for (eng_client *c = e->clients; c; c = c->next)
+        if (c->reclaimable && c->ops->reclaim && (!best || c->reclaimable > best->reclaimable)) best = c;
+    return best;
+}
+
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t t = (uint64_t)ts.tv_nsec + ns;
+    ts.tv_sec += (time_t)(t / 1000000000u);
+    ts.tv_nsec = (long)(t % 1000000000u);
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+int eng_acquire(eng_client *c, uint64_t n)
+{
+    mts_engine *e = c->e;
+    if (n > e->cap) return MTS_E_OVERFLOW;
+    pthread_mutex_lock(&e->mu);
+    if (c->aborted) {
+        pthread_mutex_unlock(&e->mu);
+        return MTS_E_ABORTED;
+    }
+    if (!e->wait_head && e->held + n <= e->cap) {
+        take(e, c, n);
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
+    waiter me = {NULL, c};
+    if (e->wait_tail) e->wait_tail->next = &me;
+    else e->wait_head = &me;
+    e->wait_tail = &me;
+    uint64_t t0 = mts_now_ns();
+    int rc = 0;
+    for (;;) {
+        if (c->aborted) {
+            rc = MTS_E_ABORTED;
+            break;
+        }
+        if (e->wait_head != &me) {
+            pthread_cond_wait(&e->budget_cv, &e->mu);
+            continue;
+        }
+        if (e->held + n <= e->cap) break;
+        eng_client *v = e->pending == 0 ? pick_victim(e) : NULL;
+        if (!v) {
+            pthread_cond_wait(&e->budget_cv, &e->mu);
+            continue;
+        }
+        /* Nothing in flight will free bytes: make the largest holder give back. */
+        uint64_t held0 = e->held, rec0 = v->reclaimable;
+        v->reclaiming++;
+        e->reclaims++;
+        pthread_mutex_unlock(&e->mu);
+        v->ops->reclaim(v->ctx);
+        pthread_mutex_lock(&e->mu);
+        if (--v->reclaiming == 0) pthread_cond_broadcast(&v->cv);
+        if (e->held == held0 && v->reclaimable == rec0) timed_wait(&e->budget_cv, &e->mu, RECLAIM_RETRY_NS);
+    }
+    /* Leave the queue; the next waiter becomes head. */
+    waiter **pp = &e->wait_head;
+    waiter *prev = NULL;
+    while (*pp != &me) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    *pp = me.next;
+    if (e->wait_tail == &me) e->wait_tail = prev;
+    if (!rc) take(e, c, n);
+    uint64_t waited = mts_now_ns() - t0;
+    c->wait_ns += waited;
+    e->wait_ns += waited;
+    pthread_cond_broadcast(&e->budget_cv);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+int eng_try_acquire(eng_client *c, uint64_t n)
+{
+    mts_engine *e = c->e;
+    if (n > e->cap) return MTS_E_OVERFLOW;
+    pthread_mutex_lock(&e->mu);
+    int rc = c->aborted ? MTS_E_ABORTED : !e->wait_head && e->held + n <= e->cap ? 0 : 1;
+    if (rc == 0) take(e, c, n);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+void eng_release(eng_client *c, uint64_t n)
+{
+    if (!n) return;
+    mts_engine *e = c->e;
+    pthread_mutex_lock(&e->mu);
+    assert(n <= c->held && n <= e->held);
+    c->held -= n;
+    e->held -= n;
+    if (e->wait_head) pthread_cond_broadcast(&e->budget_cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void eng_note_reclaimable(eng_client *c, int64_t delta)
+{
+    if (!delta) return;
+    mts_engine *e = c->e;
+    pthread_mutex_lock(&e->mu);
+    assert(delta > 0 || (uint64_t)-delta <= c->reclaimable);
+    c->reclaimable = (uint64_t)((int64_t)c->reclaimable + delta);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void eng_client_abort(eng_client *c)
+{
+    mts_engine *e = c->e;
+    pthread_mutex_lock(&e->mu);
+    c->aborted = 1;
+    pthread_cond_broadcast(&e->budget_cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void eng_client_stats_get(eng_client *c, eng_client_stats *st)
+{
+    mts_engine *e = c->e;
+    pthread_mutex_lock(&e->mu);
+    *st = (eng_client_stats){c->held, c->peak, c->wait_ns};
+    pthread_mutex_unlock(&e->mu);
+}

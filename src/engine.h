@@ -1,0 +1,117 @@
+/* The engine: one worker pool and one bytes-in-flight budget shared by every
+ * writer and reader created on it (mts_engine in the public header).
+ *
+ * Clients. Each writer or reader registers an eng_client: its ordered job
+ * queue, the budget it holds, its stats, and an optional reclaim hook.
+ *
+ * Jobs. eng_submit() never blocks. Workers take jobs from one FIFO shared by
+ * every client, so jobs of different clients interleave; run() may finish
+ * them in any order. Each client's jobs are drained (drain()) strictly in its
+ * own submission order, one at a time, by whichever worker completes the job
+ * at the head of that client's queue. There is no drain thread: a writer on
+ * an engine starts no thread.
+ *
+ * Budget. eng_acquire() blocks until the bytes fit under the engine's cap,
+ * which is hard: the sum held by all clients never exceeds it. Waiters are
+ * served first come, first served, so a small request cannot overtake a large
+ * one forever. A client may only block in eng_acquire() while it holds no
+ * budget that needs its own later call to come back (see writer_int.h for how
+ * the writer keeps that rule); everything else held is either released by the
+ * workers (jobs in flight) or reclaimable: when the head waiter does not fit
+ * and no job is in flight anywhere, it calls the reclaim hook of the client
+ * that reports the most reclaimable bytes (a writer spills its held chunks),
+ * on the waiter's own thread. Hence no deadlock and no starvation.
+ *
+ * Lock order: engine.mu is a leaf. run(), drain() and reclaim() are called
+ * without it; they may take their client's own locks and call eng_release(),
+ * eng_note_reclaimable() (which take engine.mu briefly). */
+#ifndef MTS_ENGINE_H
+#define MTS_ENGINE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "mtshuffle.h"
+
+typedef struct eng_client eng_client;
+typedef struct eng_worker eng_worker;
+
+typedef struct eng_job {
+    struct eng_job *next_run;   /* engine FIFO; guarded by engine.mu */
+    struct eng_job *next_order; /* the client's order; guarded by engine.mu */
+    eng_client *client;
+    int done;                   /* guarded by engine.mu */
+} eng_job;
+
+typedef struct eng_client_ops {
+    /* On a worker; any order. */
+    void (*run)(void *ctx, eng_job *job, eng_worker *w);
+    /* On a worker, in submission order, one at a time per client; frees the job. */
+    void (*drain)(void *ctx, eng_job *job);
+    /* Frees what the client can give back without its owner (writer: spill
+     * held chunks). May be NULL. Called from another client's thread. */
+    void (*reclaim)(void *ctx);
+} eng_client_ops;
+
+struct eng_client {
+    mts_engine *e;
+    const eng_client_ops *ops;
+    void *ctx;
+    /* All below guarded by engine.mu. */
+    eng_job *order_head, *order_tail; /* submitted, not drained */
+    uint64_t pending;                 /* jobs submitted, not drained */
+    int draining;                     /* a worker is in drain() for this client */
+    int reclaiming;                   /* reclaim() calls running on other threads */
+    int aborted;                      /* eng_client_abort(): waiters return MTS_E_ABORTED */
+    uint64_t held, peak;              /* budget held by this client */
+    uint64_t reclaimable;             /* part of held that reclaim() frees */
+    uint64_t wait_ns;                 /* time blocked in eng_acquire */
+    pthread_cond_t cv;                /* this client's idle and reclaim waits */
+    eng_client *next, *prev;          /* the engine's clients */
+};
+
+/* Per-worker scratch that outlives jobs: codec contexts, created on first use. */
+#define ENG_SLOTS 4
+typedef struct eng_slot {
+    void *p;
+    void (*free_fn)(void *);
+} eng_slot;
+
+struct eng_worker {
+    mts_engine *e;
+    unsigned index;
+    eng_slot slot[ENG_SLOTS];
+};
+
+/* Registers a client: takes a reference on the engine. */
+int eng_client_init(eng_client *c, mts_engine *e, const eng_client_ops *ops, void *ctx);
+/* Waits for the client's jobs and for reclaim calls into it, then
+ * unregisters. The client must hold no budget. Drops the engine reference. */
+void eng_client_destroy(eng_client *c);
+
+void eng_submit(eng_client *c, eng_job *job);
+/* Blocks until every job this client submitted has been drained. */
+void eng_wait_idle(eng_client *c);
+
+/* Blocks until n bytes fit. MTS_E_OVERFLOW if n exceeds the cap,
+ * MTS_E_ABORTED once the client was aborted. */
+int eng_acquire(eng_client *c, uint64_t n);
+/* 0 if taken now; 1 if it would block (others wait, or it does not fit). */
+int eng_try_acquire(eng_client *c, uint64_t n);
+void eng_release(eng_client *c, uint64_t n);
+/* Adds delta (may be negative) to the client's reclaimable bytes. */
+void eng_note_reclaimable(eng_client *c, int64_t delta);
+/* Wakes the client's budget waiter with MTS_E_ABORTED; later acquires fail. */
+void eng_client_abort(eng_client *c);
+uint64_t eng_cap(const mts_engine *e);
+
+typedef struct eng_client_stats {
+    uint64_t held, peak, wait_ns;
+} eng_client_stats;
+void eng_client_stats_get(eng_client *c, eng_client_stats *st);
+
+/* The worker's slot k (k < ENG_SLOTS): the job that finds p NULL fills it
+ * (p and free_fn); the engine frees it when the worker exits. */
+eng_slot *eng_worker_slot(eng_worker *w, unsigned k);
+
+#endif

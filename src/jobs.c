@@ -1,0 +1,117 @@
+/* Compression jobs and the ordered writer.
+ *
+ * A job is a list of segments of one input buffer, each one partition's
+ * bytes. Any worker runs it: every segment becomes one complete codec stream
+ * (a chunk) with its checksum. The engine then drains the writer's jobs in
+ * submission order, one at a time, on whichever worker finished the head
+ * job: the ordered writer hands each job's chunks to the job's destination. */
+#include <string.h>
+
+#include "checksum.h"
+#include "writer_int.h"
+
+uint64_t job_seg_charge(const mts_writer *w, uint64_t take)
+{
+    return sizeof(seg) + sizeof(chunk) + w->codec->bound(&w->cp, take);
+}
+
+void inbuf_unref(mts_writer *w, inbuf *in)
+{
+    pthread_mutex_lock(&w->mu);
+    int left = --in->refs;
+    unsigned char *mem = in->mem; /* read under the lock: a borrowed inbuf
+                                     lives on a stack that may be gone after it */
+    if (left == 0 && !mem) pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    if (left == 0 && mem) {
+        eng_release(&w->client, in->charge);
+        mts_free(mem);
+        mts_free(in);
+    }
+}
+
+/* The worker's context for the writer's codec, created on first use. */
+static int worker_cctx(mts_writer *w, eng_worker *wk, void **ctx)
+{
+    eng_slot *s = eng_worker_slot(wk, (unsigned)w->codec->id);
+    if (!s->p) {
+        FORWARD_IF_ERROR(w->codec->ctx_new(&w->cp, &s->p));
+        s->free_fn = w->codec->ctx_free;
+    }
+    *ctx = s->p;
+    return 0;
+}
+
+static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
+{
+    mts_writer *w = ctx;
+    job *j = (job *)ej;
+    uint64_t t0 = mts_now_ns();
+    void *cctx = NULL;
+    int rc = writer_failed(w) ? 0 : worker_cctx(w, wk, &cctx);
+    if (rc < 0) writer_fail(w, rc, "create a %s codec context", mts_codec_name(w->o.codec));
+    for (uint32_t i = 0; i < j->nsegs; i++) {
+        seg *s = &j->segs[i];
+        size_t bound = w->codec->bound(&w->cp, s->len);
+        uint64_t reserved = sizeof(chunk) + bound;
+        if (writer_failed(w)) {
+            eng_release(&w->client, reserved);
+            continue;
+        }
+        chunk *c = mts_malloc(sizeof(chunk) + bound);
+        size_t clen = 0;
+        rc = c ? w->codec->compress(&w->cp, cctx, j->in->base + s->off, s->len, c->data, bound, &clen)
+               : MTS_E_NOMEM;
+        if (rc < 0) {
+            writer_fail(w, rc, "compress partition %u (%llu bytes, %s)", s->partition, (unsigned long long)s->len,
+                        mts_codec_name(w->o.codec));
+            mts_free(c);
+            eng_release(&w->client, reserved);
+            continue;
+        }
+        chunk *shrunk = mts_realloc(c, sizeof(chunk) + clen);
+        if (shrunk) {
+            c = shrunk;
+            eng_release(&w->client, bound - clen);
+            c->charge = sizeof(chunk) + clen;
+        } else {
+            c->charge = reserved;
+        }
+        c->next = NULL;
+        c->partition = s->partition;
+        c->len = clen;
+        c->checksum = w->o.checksum == MTS_CHECKSUM_NONE
+                          ? 0
+                          : checksum_update(w->o.checksum, checksum_init(w->o.checksum), c->data, clen);
+        s->out = c;
+    }
+    inbuf_unref(w, j->in);
+    __atomic_add_fetch(&w->st.compress_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&w->st.jobs, 1, __ATOMIC_RELAXED);
+}
+
+static void job_drain(void *ctx, eng_job *ej)
+{
+    mts_writer *w = ctx;
+    job *j = (job *)ej;
+    chunk *out[MAX_SEGS_PER_JOB];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < j->nsegs; i++)
+        if (j->segs[i].out) out[n++] = j->segs[i].out;
+    if (n && writer_failed(w)) {
+        for (uint32_t i = 0; i < n; i++) chunk_free_list(&w->env, out[i]);
+    } else if (n) {
+        j->dest->ops->put(j->dest, out, n); /* a failure is reported through env */
+    }
+    eng_release(&w->client, j->struct_charge);
+    mts_free(j);
+}
+
+/* Another client waits for budget and nothing is in flight: spill. */
+static void writer_reclaim(void *ctx)
+{
+    mts_writer *w = ctx;
+    runs_spill(&w->runs);
+}
+
+const eng_client_ops writer_client_ops = {job_run, job_drain, writer_reclaim};

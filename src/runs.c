@@ -1,0 +1,322 @@
+/* Held chunks and the run file: the destination of input that arrives out of
+ * partition order.
+ *
+ * Chunks are held in memory per partition, in arrival order. When the budget
+ * runs short (a reclaim, on whichever thread waits), every held chunk is
+ * appended to the run file as one more run, partition by partition. The run
+ * file may also start with what was streamed into the data file before the
+ * partition id first went down (runs_adopt: a rename, no copy). At the end
+ * each partition is assembled once, in arrival order: its stretch of every
+ * run by in-kernel copy, then its held chunks. Compressed bytes are never
+ * decoded. */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "checksum.h"
+#include "dest.h"
+#include "fileio.h"
+
+/* One partition's stretch in one run: 16 bytes. A run holds its partitions
+ * contiguously in partition order from its base offset. */
+typedef struct run_entry {
+    uint32_t partition;
+    uint32_t checksum;
+    uint64_t len;
+} run_entry;
+
+struct run_index {
+    uint64_t base;  /* offset of the run in the run file */
+    uint32_t count; /* non-empty partitions in the run */
+    run_entry *entries;
+};
+
+/* A writev batch whose chunks are freed once written. */
+typedef struct iov_batch {
+    struct iovec iov[IOV_MAX];
+    chunk *owner[IOV_MAX];
+    int n;
+} iov_batch;
+
+/* Writes the batch to fd (fd < 0: drops it) and frees its chunks. */
+static int batch_flush(run_store *r, iov_batch *b, int fd)
+{
+    uint64_t t0 = mts_now_ns(), charge = 0;
+    int rc = b->n && fd >= 0 ? fio_writev_all(fd, b->iov, b->n) : 0;
+    for (int i = 0; i < b->n; i++) {
+        charge += b->owner[i]->charge;
+        mts_free(b->owner[i]);
+    }
+    b->n = 0;
+    eng_release(r->env->budget, charge);
+    eng_note_reclaimable(r->env->budget, -(int64_t)charge);
+    r->held -= charge;
+    __atomic_add_fetch(&r->env->io->write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
+    return rc;
+}
+
+/* Queues partition p's held chunks (taking them); flushes when full. */
+static int batch_add_held(run_store *r, iov_batch *b, int fd, uint32_t p, uint64_t *len, uint32_t *sum)
+{
+    chunk *c = r->head[p];
+    r->head[p] = r->tail[p] = NULL;
+    int rc = 0;
+    while (c) {
+        chunk *next = c->next;
+        if (b->n == IOV_MAX) {
+            int frc = batch_flush(r, b, rc == 0 ? fd : -1);
+            if (rc == 0) rc = frc;
+        }
+        *sum = dest_combine(r->env, *sum, c->checksum, c->len);
+        *len += c->len;
+        b->iov[b->n] = (struct iovec){c->data, c->len};
+        b->owner[b->n++] = c;
+        c = next;
+    }
+    return rc;
+}
+
+static int add_run(run_store *r, uint64_t base, run_entry *entries, uint32_t count)
+{
+    if (r->nruns == r->runs_cap) {
+        uint32_t cap = r->runs_cap ? 2 * r->runs_cap : 8;
+        run_index *g = mts_realloc(r->runs, cap * sizeof *g);
+        if (!g) {
+            mts_free(entries);
+            return dest_fail(r->env, MTS_E_NOMEM, "grow the run index to %u runs", cap);
+        }
+        r->runs = g;
+        r->runs_cap = cap;
+    }
+    r->runs[r->nruns++] = (run_index){base, count, entries};
+    return 0;
+}
+
+static run_entry *new_entries(run_store *r, uint32_t count)
+{
+    run_entry *e = mts_malloc((size_t)MTS_MAX(count, 1u) * sizeof *e);
+    if (!e) dest_fail(r->env, MTS_E_NOMEM, "allocate a run index of %u entries", count);
+    return e;
+}
+
+/* ---- the destination -------------------------------------------------------- */
+
+static int runs_put(destination *d, chunk **c, uint32_t n)
+{
+    run_store *r = (run_store *)d;
+    uint64_t charge = 0;
+    pthread_mutex_lock(&r->mu);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t p = c[i]->partition;
+        c[i]->next = NULL;
+        if (r->tail[p]) r->tail[p]->next = c[i];
+        else r->head[p] = c[i];
+        r->tail[p] = c[i];
+        charge += c[i]->charge;
+    }
+    r->held += charge;
+    eng_note_reclaimable(r->env->budget, (int64_t)charge);
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+static int spill_locked(run_store *r)
+{
+    const dest_env *env = r->env;
+    if (!r->held) return 0;
+    if (env->failed(env->ctx)) { /* nothing will read them */
+        for (uint32_t p = 0; p < env->nparts; p++) {
+            iov_batch b;
+            b.n = 0;
+            for (chunk *c = r->head[p], *next; c; c = next) {
+                next = c->next;
+                b.owner[b.n++] = c;
+                if (b.n == IOV_MAX) batch_flush(r, &b, -1);
+            }
+            batch_flush(r, &b, -1);
+            r->head[p] = r->tail[p] = NULL;
+        }
+        return env->failed(env->ctx);
+    }
+    if (r->fd < 0) {
+        int fd = fio_open(r->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) return dest_fail(env, fd, "create run file %s", r->path);
+        r->fd = fd;
+        r->off = 0;
+    }
+    uint32_t count = 0;
+    for (uint32_t p = 0; p < env->nparts; p++) count += r->head[p] != NULL;
+    run_entry *e = new_entries(r, count);
+    iov_batch *b = mts_malloc(sizeof *b);
+    if (!e || !b) {
+        mts_free(e);
+        mts_free(b);
+        return dest_fail(env, MTS_E_NOMEM, "allocate a spill batch");
+    }
+    b->n = 0;
+    int rc = 0;
+    uint64_t start = r->off;
+    uint32_t k = 0;
+    for (uint32_t p = 0; p < env->nparts && rc == 0; p++) {
+        if (!r->head[p]) continue;
+        uint64_t len = 0;
+        uint32_t sum = checksum_init(env->algo);
+        rc = batch_add_held(r, b, r->fd, p, &len, &sum);
+        e[k++] = (run_entry){p, sum, len};
+        r->off += len;
+    }
+    int frc = batch_flush(r, b, rc == 0 ? r->fd : -1);
+    if (rc == 0) rc = frc;
+    mts_free(b);
+    if (rc < 0) {
+        mts_free(e);
+        return dest_fail(env, rc, "spill to run file %s at offset %llu", r->path, (unsigned long long)start);
+    }
+    __atomic_add_fetch(&env->io->bytes_spilled, r->off - start, __ATOMIC_RELAXED);
+    return add_run(r, start, e, count);
+}
+
+int runs_spill(run_store *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int rc = spill_locked(r);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+static int merge_locked(run_store *r, out_file *out)
+{
+    const dest_env *env = r->env;
+    int rc = out_create(out);
+    if (rc < 0) return dest_fail(env, rc, "create data file %s", out->path);
+    iov_batch *b = mts_malloc(sizeof *b);
+    /* Per run: the next entry to take and its offset in the run file. */
+    uint32_t *cursor = mts_calloc(MTS_MAX(r->nruns, 1u), sizeof *cursor);
+    uint64_t *at = mts_malloc(MTS_MAX(r->nruns, 1u) * sizeof *at);
+    if (!b || !cursor || !at) {
+        mts_free(b);
+        mts_free(cursor);
+        mts_free(at);
+        return dest_fail(env, MTS_E_NOMEM, "allocate a merge batch");
+    }
+    for (uint32_t k = 0; k < r->nruns; k++) at[k] = r->runs[k].base;
+    b->n = 0;
+    uint32_t p = 0;
+    for (; p < env->nparts && rc == 0; p++) {
+        for (uint32_t k = 0; k < r->nruns && rc == 0; k++) {
+            run_index *ri = &r->runs[k];
+            if (cursor[k] == ri->count || ri->entries[cursor[k]].partition != p) continue;
+            run_entry *e = &ri->entries[cursor[k]++];
+            if ((rc = batch_flush(r, b, out->fd)) < 0) break;
+            rc = out_copy(out, p, r->fd, at[k], e->len, e->checksum);
+            at[k] += e->len;
+        }
+        uint64_t len = 0;
+        uint32_t sum = checksum_init(env->algo);
+        if (rc == 0 && r->head[p]) {
+            rc = batch_add_held(r, b, out->fd, p, &len, &sum);
+            out->sum[p] = dest_combine(env, out->sum[p], sum, len);
+            out->len[p] += len;
+            out->off += len;
+        }
+    }
+    int frc = batch_flush(r, b, rc == 0 ? out->fd : -1);
+    if (rc == 0) rc = frc;
+    mts_free(b);
+    mts_free(cursor);
+    mts_free(at);
+    if (rc < 0)
+        return dest_fail(env, rc, "merge partition %u into data file %s (run file %s)", p ? p - 1 : 0, out->path,
+                         r->path);
+    if (r->fd >= 0) {
+        close(r->fd);
+        r->fd = -1;
+        unlink(r->path);
+    }
+    return 0;
+}
+
+static int runs_finish(destination *d, out_file *out)
+{
+    run_store *r = (run_store *)d;
+    pthread_mutex_lock(&r->mu);
+    int rc = merge_locked(r, out);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+static void runs_discard(destination *d)
+{
+    run_store *r = (run_store *)d;
+    pthread_mutex_lock(&r->mu);
+    for (uint32_t p = 0; r->head && r->tail && p < r->env->nparts; p++) {
+        chunk_free_list(r->env, r->head[p]);
+        r->head[p] = r->tail[p] = NULL;
+    }
+    eng_note_reclaimable(r->env->budget, -(int64_t)r->held);
+    r->held = 0;
+    for (uint32_t k = 0; k < r->nruns; k++) mts_free(r->runs[k].entries);
+    mts_free(r->runs);
+    r->runs = NULL;
+    r->nruns = r->runs_cap = 0;
+    if (r->fd >= 0) close(r->fd);
+    r->fd = -1;
+    if (r->path[0]) unlink(r->path);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static const dest_ops runs_ops = {runs_put, runs_finish, runs_discard};
+
+int runs_init(run_store *r, const dest_env *env)
+{
+    memset(r, 0, sizeof *r);
+    r->d.ops = &runs_ops;
+    r->env = env;
+    r->fd = -1;
+    int err = pthread_mutex_init(&r->mu, NULL);
+    if (err) return -err;
+    r->head = mts_calloc(env->nparts, sizeof *r->head);
+    r->tail = mts_calloc(env->nparts, sizeof *r->tail);
+    return r->head && r->tail ? 0 : MTS_E_NOMEM;
+}
+
+void runs_free(run_store *r)
+{
+    if (!r->d.ops) return;
+    runs_discard(&r->d);
+    mts_free(r->head);
+    mts_free(r->tail);
+    pthread_mutex_destroy(&r->mu);
+    r->d.ops = NULL;
+}
+
+int runs_adopt(run_store *r, out_file *out)
+{
+    if (out->off == 0) return 0; /* nothing streamed yet: the data file stays */
+    pthread_mutex_lock(&r->mu);
+    int rc = fio_rename(out->path, r->path);
+    if (rc < 0) {
+        pthread_mutex_unlock(&r->mu);
+        return dest_fail(r->env, rc, "rename %s to run file %s", out->path, r->path);
+    }
+    r->fd = out->fd;
+    r->off = out->off;
+    out->fd = -1;
+    uint32_t count = 0;
+    for (uint32_t p = 0; p < r->env->nparts; p++) count += out->len[p] != 0;
+    run_entry *e = new_entries(r, count);
+    if (e) {
+        uint32_t k = 0;
+        for (uint32_t p = 0; p < r->env->nparts; p++)
+            if (out->len[p]) e[k++] = (run_entry){p, out->sum[p], out->len[p]};
+        rc = add_run(r, 0, e, count);
+    } else {
+        rc = MTS_E_NOMEM;
+    }
+    out_forget(out);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}

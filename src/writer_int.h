@@ -1,0 +1,136 @@
+/* The writer's state, shared by its three files only:
+ *   writer.c   options, the state machine, finish/commit/abort, stats, errors
+ *   intake.c   stage buffer, record arena and batches, cut into jobs
+ *   jobs.c     compression jobs (any worker) and the ordered writer (drain)
+ * Destinations (dest.h) never see this struct.
+ *
+ * Threads: the caller's thread ("producer") runs the API; engine workers run
+ * jobs and, one at a time in submission order, drain them ("ordered writer");
+ * other clients' threads may call reclaim (a spill of the run store). Each
+ * field says who writes it.
+ *
+ * Locks: writer.mu guards the first error and its message; run_store.mu
+ * guards the held chunks and the run file; engine.mu guards the budget and
+ * the queues. None is held while another is taken: all are leaves.
+ *
+ * Budget rule (what keeps a shared engine free of deadlock): the producer
+ * blocks in eng_acquire() only while everything it holds comes back without
+ * it: jobs in flight (the workers release them) and held chunks (reclaimable
+ * by any waiter). Its own buffers are paid for in advance as one unit: a
+ * stage reserves its buffer plus the job it will become; an arena reserves
+ * its buffer, the grouped copy and every job the copy becomes, and stops
+ * taking records before that reservation could run short. An empty arena is
+ * freed before the producer blocks. */
+#ifndef MTS_WRITER_INT_H
+#define MTS_WRITER_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "dest.h"
+#include "engine.h"
+#include "mtshuffle.h"
+
+#define TOKEN_LEN 32
+#define MAX_SEGS_PER_JOB 1024u
+#define RECORD_HEADER 8u /* arena record: u32 partition, u32 length */
+
+/* Input shared by the jobs cut from it. */
+typedef struct inbuf {
+    unsigned char *mem;        /* owned memory; NULL when borrowed from the caller */
+    const unsigned char *base; /* where the bytes are */
+    uint64_t charge;           /* budget held for mem */
+    int refs;                  /* guarded by writer.mu; one per job plus the producer's */
+} inbuf;
+
+typedef struct seg {
+    uint32_t partition;
+    uint64_t off, len; /* in the job's inbuf */
+    chunk *out;        /* set by the worker */
+} seg;
+
+typedef struct job {
+    eng_job base;
+    destination *dest;
+    inbuf *in;
+    uint64_t struct_charge; /* budget for this struct */
+    uint32_t nsegs;
+    seg segs[];
+} job;
+
+typedef enum { MODE_STREAM, MODE_HELD } writer_mode;
+typedef enum { ST_OPEN, ST_COMMITTED, ST_FAILED, ST_ABORTED } writer_state;
+
+struct mts_writer {
+    mts_writer_options o; /* const after create (o.dir points at dir) */
+    codec_params cp;
+    const codec_vtable *codec;
+    uint64_t job_size;    /* input bytes per job, fitted to the budget */
+    uint64_t job_charge_cap;
+    uint64_t arena_cap;
+
+    char dir[MTS_PATH_CAP];
+    char data_final[MTS_PATH_CAP], index_final[MTS_PATH_CAP], sum_final[MTS_PATH_CAP];
+    char token[TOKEN_LEN + 1];
+
+    mts_engine *engine;   /* the one it runs on; a reference of its own if private */
+    eng_client client;
+    int client_up;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;    /* a borrowed inbuf was released */
+    int err;              /* first error: written once under mu, read atomically */
+    char fail_msg[MTS_MSG_CAP]; /* its message, written once before err */
+    char msg[MTS_MSG_CAP];      /* producer: the message of a rejected call */
+
+    dest_env env;
+    io_stats io;
+    out_file out;         /* the data file; also the streaming destination */
+    run_store runs;       /* unordered input (streaming strategy) */
+    part_files parts;     /* the baseline strategy */
+    destination *held_dest; /* runs or parts: where unordered input goes */
+
+    writer_state state;   /* producer */
+    writer_mode mode;     /* producer */
+
+    /* producer intake */
+    int64_t cur_part;     /* last partition seen, -1 before any input */
+    inbuf *stage;         /* partition-ordered append buffer */
+    uint64_t stage_used;
+    uint64_t stage_prepaid; /* reserved for the job the stage becomes */
+    unsigned char *arena; /* unordered records: [u32 partition][u32 len][bytes] */
+    uint64_t arena_used, arena_payload, arena_reserved;
+    uint32_t arena_parts; /* distinct partitions in the arena */
+    uint32_t arena_epoch;
+    uint32_t *seen;       /* per partition: the arena epoch it was last seen in */
+    uint64_t *counts;     /* num_partitions+1, for the arena's counting sort */
+    seg *plan;            /* scratch for planning one job's segments */
+    uint32_t stale_removed; /* temp files of dead earlier attempts removed at create */
+
+    mts_writer_stats st;  /* producer fields, written with atomic stores */
+};
+
+/* writer.c */
+void writer_fail(mts_writer *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int writer_failed(mts_writer *w);
+void stat_add(uint64_t *field, uint64_t n);
+
+/* intake.c */
+int intake_stream(mts_writer *w, uint32_t p, const unsigned char *b, size_t len);
+int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len);
+/* Hands a borrowed batch (partitions [0, n)) to jobs bound for dest; returns
+ * once no job reads it any more. */
+int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest);
+/* Submits what the stage and arena hold; frees the empty arena. */
+int intake_flush(mts_writer *w);
+void intake_free(mts_writer *w);
+uint64_t intake_arena_cap(const mts_writer *w);
+
+/* jobs.c */
+extern const eng_client_ops writer_client_ops;
+/* Budget for a job of nsegs segments totalling in_bytes (codec bound). */
+uint64_t job_seg_charge(const mts_writer *w, uint64_t take);
+void inbuf_unref(mts_writer *w, inbuf *in);
+
+#endif
