@@ -31,6 +31,17 @@ typedef struct codec_vtable {
      * the offset in src of the unit (block, frame) that failed. */
     int (*decode)(const void *src, size_t n, codec_sink sink, void *sink_ctx,
                   uint64_t *bad_offset);
+    /* Resumable decoding (the reader's pieces): decodes src[*pos, n) into
+     * dst[0, cap) as far as it fits, advancing *pos and setting *out. *state
+     * carries what the codec needs between steps (NULL at a segment's start;
+     * free it with step_free). 1 when the segment is completely decoded, 0
+     * when more remains, MTS_E_CORRUPT with *bad_offset at the failing unit. */
+    int (*step)(void **state, const unsigned char *src, uint64_t n, uint64_t *pos, unsigned char *dst,
+                size_t cap, size_t *out, uint64_t *bad_offset);
+    /* Output room the next step needs to make progress (lz4: the next whole
+     * block; 0 if unknown, i.e. any room will do). */
+    size_t (*step_need)(const unsigned char *src, uint64_t n, uint64_t pos);
+    void (*step_free)(void *state);
 } codec_vtable;
 
 const codec_vtable *codec_get(mts_codec id);

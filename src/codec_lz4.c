@@ -77,41 +77,66 @@ static int lz4_compress(const codec_params *p, void *ctx, const void *src, size_
     return 0;
 }
 
-static int lz4_decode(const void *src, size_t n, codec_sink sink, void *sink_ctx,
-                      uint64_t *bad_offset)
+/* Parses the block header at src[o, n). 0 with its fields, or MTS_E_CORRUPT. */
+static int block_header(const unsigned char *src, uint64_t n, uint64_t o, unsigned *method, uint32_t *clen,
+                        uint32_t *olen, uint32_t *check)
+{
+    const unsigned char *h = src + o;
+    if (n - o < LZ4J_HEADER_LEN || memcmp(h, LZ4J_MAGIC, LZ4J_MAGIC_LEN) != 0) return MTS_E_CORRUPT;
+    unsigned level = h[8] & 0x0F;
+    *method = h[8] & 0xF0;
+    *clen = get_le32(h + 9);
+    *olen = get_le32(h + 13);
+    *check = get_le32(h + 17);
+    if (*method != LZ4J_METHOD_RAW && *method != LZ4J_METHOD_LZ4) return MTS_E_CORRUPT;
+    if ((int32_t)*clen < 0 || (int32_t)*olen < 0 || *olen > (1u << (10 + level))) return MTS_E_CORRUPT;
+    if ((*olen == 0) != (*clen == 0) || (*olen == 0 && *check != 0)) return MTS_E_CORRUPT;
+    if (*method == LZ4J_METHOD_RAW && *clen != *olen) return MTS_E_CORRUPT;
+    if (*clen > n - o - LZ4J_HEADER_LEN) return MTS_E_CORRUPT;
+    return 0;
+}
+
+/* Decodes the block at src[o, n) into dst (room for its olen); returns the
+ * decoded length, or MTS_E_CORRUPT. *next is the offset after the block. */
+static int block_decode(const unsigned char *src, uint64_t n, uint64_t o, unsigned char *dst, uint64_t *next)
+{
+    unsigned method;
+    uint32_t clen, olen, check;
+    FORWARD_IF_ERROR(block_header(src, n, o, &method, &clen, &olen, &check));
+    const unsigned char *payload = src + o + LZ4J_HEADER_LEN;
+    if (method == LZ4J_METHOD_LZ4 && olen) {
+        int d = LZ4_decompress_safe((const char *)payload, (char *)dst, (int)clen, (int)olen);
+        if (d < 0 || (uint32_t)d != olen) return MTS_E_CORRUPT;
+    } else if (olen) {
+        memcpy(dst, payload, olen);
+    }
+    if (olen && lz4j_check(dst, olen) != check) return MTS_E_CORRUPT;
+    *next = o + LZ4J_HEADER_LEN + clen;
+    return (int)olen;
+}
+
+static int lz4_decode(const void *src, size_t n, codec_sink sink, void *sink_ctx, uint64_t *bad_offset)
 {
     const unsigned char *in = src;
     unsigned char *scratch = NULL;
     size_t scratch_cap = 0;
     int rc = 0;
-    size_t o = 0;
+    uint64_t o = 0;
     while (o < n) {
-        const unsigned char *h = in + o;
-        if (n - o < LZ4J_HEADER_LEN || memcmp(h, LZ4J_MAGIC, LZ4J_MAGIC_LEN) != 0) goto corrupt;
-        unsigned method = h[8] & 0xF0, level = h[8] & 0x0F;
-        uint32_t clen = get_le32(h + 9), olen = get_le32(h + 13), check = get_le32(h + 17);
-        if (method != LZ4J_METHOD_RAW && method != LZ4J_METHOD_LZ4) goto corrupt;
-        if ((int32_t)clen < 0 || (int32_t)olen < 0 || olen > (1u << (10 + level))) goto corrupt;
-        if ((olen == 0) != (clen == 0) || (olen == 0 && check != 0)) goto corrupt;
-        if (method == LZ4J_METHOD_RAW && clen != olen) goto corrupt;
-        if (clen > n - o - LZ4J_HEADER_LEN) goto corrupt;
-        const unsigned char *payload = h + LZ4J_HEADER_LEN;
-        const unsigned char *plain = payload;
-        if (method == LZ4J_METHOD_LZ4 && olen) {
-            if (scratch_cap < olen) {
-                mts_free(scratch);
-                scratch = mts_malloc(olen);
-                if (!scratch) { rc = MTS_E_NOMEM; goto out; }
-                scratch_cap = olen;
-            }
-            int d = LZ4_decompress_safe((const char *)payload, (char *)scratch, (int)clen,
-                                        (int)olen);
-            if (d < 0 || (uint32_t)d != olen) goto corrupt;
-            plain = scratch;
+        unsigned method;
+        uint32_t clen, olen, check;
+        if (block_header(in, n, o, &method, &clen, &olen, &check) < 0) goto corrupt;
+        if (scratch_cap < olen) {
+            mts_free(scratch);
+            scratch = mts_malloc(olen);
+            if (!scratch) { rc = MTS_E_NOMEM; goto out; }
+            scratch_cap = olen;
         }
-        if (olen && lz4j_check(plain, olen) != check) goto corrupt;
-        if (olen && (rc = sink(sink_ctx, plain, olen)) < 0) goto out;
-        o += LZ4J_HEADER_LEN + clen;
+        uint64_t next;
+        int d = block_decode(in, n, o, scratch, &next);
+        if (d < 0) goto corrupt;
+        if (d && (rc = sink(sink_ctx, scratch, (size_t)d)) < 0) goto out;
+        o = next;
     }
     goto out;
 corrupt:
@@ -122,5 +147,41 @@ out:
     return rc;
 }
 
-const codec_vtable codec_lz4_vtable = {MTS_CODEC_LZ4, lz4_bound, lz4_ctx_new, lz4_ctx_free,
-                                       lz4_compress, lz4_decode};
+static int lz4_step(void **state, const unsigned char *src, uint64_t n, uint64_t *pos, unsigned char *dst,
+                    size_t cap, size_t *out, uint64_t *bad_offset)
+{
+    (void)state;
+    size_t k = 0;
+    while (*pos < n) {
+        unsigned method;
+        uint32_t clen, olen, check;
+        if (block_header(src, n, *pos, &method, &clen, &olen, &check) < 0) goto corrupt;
+        if (olen > cap - k) {
+            if (k == 0) goto corrupt; /* the caller gave less room than step_need */
+            break;
+        }
+        uint64_t next;
+        int d = block_decode(src, n, *pos, dst + k, &next);
+        if (d < 0) goto corrupt;
+        k += (size_t)d;
+        *pos = next;
+    }
+    *out = k;
+    return *pos == n;
+corrupt:
+    *out = k;
+    *bad_offset = *pos;
+    return MTS_E_CORRUPT;
+}
+
+static size_t lz4_step_need(const unsigned char *src, uint64_t n, uint64_t pos)
+{
+    unsigned method;
+    uint32_t clen, olen, check;
+    return block_header(src, n, pos, &method, &clen, &olen, &check) < 0 ? 0 : olen;
+}
+
+static void lz4_step_free(void *state) { (void)state; }
+
+const codec_vtable codec_lz4_vtable = {MTS_CODEC_LZ4, lz4_bound,  lz4_ctx_new,   lz4_ctx_free, lz4_compress,
+                                       lz4_decode,    lz4_step,   lz4_step_need, lz4_step_free};

@@ -24,5 +24,22 @@ static int none_decode(const void *src, size_t n, codec_sink sink, void *sink_ct
     return n ? sink(sink_ctx, src, n) : 0;
 }
 
+static int none_step(void **state, const unsigned char *src, uint64_t n, uint64_t *pos, unsigned char *dst,
+                     size_t cap, size_t *out, uint64_t *bad_offset)
+{
+    (void)state; (void)bad_offset;
+    size_t k = (size_t)MTS_MIN((uint64_t)cap, n - *pos);
+    memcpy(dst, src + *pos, k);
+    *pos += k;
+    *out = k;
+    return *pos == n;
+}
+
+static size_t none_step_need(const unsigned char *src, uint64_t n, uint64_t pos)
+{
+    (void)src; (void)n; (void)pos;
+    return 0;
+}
+
 const codec_vtable codec_none_vtable = {MTS_CODEC_NONE, none_bound, none_ctx_new, none_ctx_free,
-                                        none_compress, none_decode};
+                                        none_compress, none_decode, none_step, none_step_need, none_ctx_free};

@@ -67,5 +67,61 @@ out:
     return rc;
 }
 
-const codec_vtable codec_zstd_vtable = {MTS_CODEC_ZSTD, zstd_bound, zstd_ctx_new, zstd_ctx_free,
-                                        zstd_compress, zstd_decode};
+/* Between steps: the stream and where its current frame began. */
+typedef struct zstd_step_state {
+    ZSTD_DCtx *d;
+    uint64_t frame_start;
+    size_t last; /* 0: at a frame boundary */
+} zstd_step_state;
+
+static void zstd_step_free(void *state)
+{
+    zstd_step_state *s = state;
+    if (!s) return;
+    ZSTD_freeDCtx(s->d);
+    mts_free(s);
+}
+
+static int zstd_step(void **state, const unsigned char *src, uint64_t n, uint64_t *pos, unsigned char *dst,
+                     size_t cap, size_t *out, uint64_t *bad_offset)
+{
+    zstd_step_state *s = *state;
+    *out = 0;
+    if (!s) {
+        s = mts_calloc(1, sizeof *s);
+        if (!s || !(s->d = ZSTD_createDCtx())) {
+            mts_free(s);
+            return MTS_E_NOMEM;
+        }
+        ZSTD_DCtx_setParameter(s->d, ZSTD_d_windowLogMax, 27); /* zstd-jni's default limit */
+        *state = s;
+    }
+    ZSTD_inBuffer in = {src, (size_t)n, (size_t)*pos};
+    ZSTD_outBuffer ob = {dst, cap, 0};
+    while (ob.pos < ob.size && (in.pos < in.size || s->last != 0)) {
+        if (s->last == 0) s->frame_start = in.pos;
+        size_t before = ob.pos;
+        s->last = ZSTD_decompressStream(s->d, &ob, &in);
+        if (ZSTD_isError(s->last)) goto corrupt;
+        /* All input used, frame unfinished and no progress: truncated. */
+        if (s->last != 0 && in.pos == in.size && ob.pos == before && ob.pos < ob.size) goto corrupt;
+    }
+    *pos = in.pos;
+    *out = ob.pos;
+    return in.pos == in.size && s->last == 0;
+corrupt:
+    *pos = in.pos;
+    *out = ob.pos;
+    *bad_offset = s->frame_start;
+    return MTS_E_CORRUPT;
+}
+
+static size_t zstd_step_need(const unsigned char *src, uint64_t n, uint64_t pos)
+{
+    (void)src; (void)n; (void)pos;
+    return 0;
+}
+
+const codec_vtable codec_zstd_vtable = {MTS_CODEC_ZSTD, zstd_bound,     zstd_ctx_new,  zstd_ctx_free,
+                                        zstd_compress,  zstd_decode,    zstd_step,     zstd_step_need,
+                                        zstd_step_free};

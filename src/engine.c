@@ -176,6 +176,7 @@ int mts_engine_get_stats(const mts_engine *ce, mts_engine_stats *st)
 }
 
 uint64_t eng_cap(const mts_engine *e) { return e->cap; }
+unsigned eng_threads(const mts_engine *e) { return e->nthreads; }
 
 int eng_client_init(eng_client *c, mts_engine *e, const eng_client_ops *ops, void *ctx)
 {

@@ -104,6 +104,7 @@ void eng_note_reclaimable(eng_client *c, int64_t delta);
 /* Wakes the client's budget waiter with MTS_E_ABORTED; later acquires fail. */
 void eng_client_abort(eng_client *c);
 uint64_t eng_cap(const mts_engine *e);
+unsigned eng_threads(const mts_engine *e);
 
 typedef struct eng_client_stats {
     uint64_t held, peak, wait_ns;

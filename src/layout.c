@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +71,50 @@ int layout_sibling(char *buf, size_t len, const char *path, int kind, mts_checks
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : n;
 }
 
+int layout_list_maps(const char *dir, int32_t shuffle_id, uint64_t **ids_out, uint32_t *n_out)
+{
+    *ids_out = NULL;
+    *n_out = 0;
+    int fd = fio_open(dir, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0) return fd;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    uint64_t *ids = NULL;
+    uint32_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int32_t s;
+        long long mid;
+        int used = 0;
+        if (sscanf(e->d_name, "shuffle_%d_%lld_0.index%n", &s, &mid, &used) != 2 || e->d_name[used] ||
+            s != shuffle_id || mid < 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            uint64_t *g = mts_realloc(ids, cap * sizeof *ids);
+            if (!g) {
+                rc = MTS_E_NOMEM;
+                break;
+            }
+            ids = g;
+        }
+        ids[n++] = (uint64_t)mid;
+    }
+    closedir(d);
+    if (rc < 0) {
+        mts_free(ids);
+        return rc;
+    }
+    *ids_out = ids;
+    *n_out = n;
+    return 0;
+}
+
 /* ---- index and checksum files ------------------------------------------------- */
 
 int layout_index_encode(unsigned char *buf, const uint64_t *lengths, uint32_t n)
@@ -85,7 +130,8 @@ int layout_index_encode(unsigned char *buf, const uint64_t *lengths, uint32_t n)
 }
 
 int layout_index_decode(const unsigned char *buf, uint64_t len, uint32_t want_n, uint64_t data_len,
-                        uint64_t *offsets, uint32_t *n_out, const char *path, char *err, size_t errlen)
+                        uint64_t *offsets, uint32_t *n_out, const char *path, const char *data_path, char *err,
+                        size_t errlen)
 {
     if (len < 16 || len % 8 || len / 8 - 1 > MTS_MAX_PARTITIONS)
         return mts_msg(err, errlen, MTS_E_CORRUPT, "index %s: %llu bytes is not (N+1)*8 with 1 <= N <= %u", path,
@@ -103,9 +149,13 @@ int layout_index_decode(const unsigned char *buf, uint64_t len, uint32_t want_n,
                           : offsets[i] > data_len ? "past the end of the data"
                           : NULL;
         if (why)
-            return mts_msg(err, errlen, MTS_E_CORRUPT, "index %s: offset %u (%llu) is %s (data file has %llu bytes)",
-                           path, i, (unsigned long long)offsets[i], why, (unsigned long long)data_len);
+            return mts_msg(err, errlen, MTS_E_CORRUPT, "index %s: offset %u (%llu) is %s (data file%s%s has %llu bytes)",
+                           path, i, (unsigned long long)offsets[i], why, data_path ? " " : "",
+                           data_path ? data_path : "", (unsigned long long)data_len);
     }
+    if (offsets[n] != data_len && data_path)
+        return mts_msg(err, errlen, MTS_E_CORRUPT, "data %s: %llu bytes but its index %s ends at %llu", data_path,
+                       (unsigned long long)data_len, path, (unsigned long long)offsets[n]);
     if (offsets[n] != data_len)
         return mts_msg(err, errlen, MTS_E_CORRUPT, "index %s: ends at %llu but the data file has %llu bytes", path,
                        (unsigned long long)offsets[n], (unsigned long long)data_len);
@@ -162,7 +212,7 @@ int layout_index_read(const char *path, uint32_t num_partitions, uint64_t data_l
     unsigned char *buf;
     uint64_t len;
     FORWARD_IF_ERROR(layout_read_file(path, &buf, &len));
-    int rc = layout_index_decode(buf, len, num_partitions, data_len, offsets, NULL, path, err, errlen);
+    int rc = layout_index_decode(buf, len, num_partitions, data_len, offsets, NULL, path, NULL, err, errlen);
     mts_free(buf);
     return rc;
 }
@@ -194,12 +244,12 @@ int map_output_open(map_output *m, const char *path, uint32_t want_n, unsigned f
     uint64_t len;
     if ((rc = layout_read_file(side, &buf, &len)) < 0) return mts_msg(err, errlen, rc, "read index %s", side);
     uint32_t n = 0;
-    rc = layout_index_decode(buf, len, want_n, 0, NULL, &n, side, err, errlen);
+    rc = layout_index_decode(buf, len, want_n, 0, NULL, &n, side, m->data_path, err, errlen);
     if (rc == 0) {
         m->nparts = n;
         m->off = mts_malloc(((size_t)n + 1) * sizeof *m->off);
         rc = m->off ? layout_index_decode(buf, len, n, flags & MAP_LENIENT ? UINT64_MAX : m->size, m->off, NULL, side,
-                                          err, errlen)
+                                          m->data_path, err, errlen)
                     : mts_msg(err, errlen, MTS_E_NOMEM, "decode index %s", side);
     }
     mts_free(buf);

@@ -28,14 +28,20 @@ int layout_sibling(char *buf, size_t len, const char *path, int kind, mts_checks
 /* The checksum algorithm named by a ".checksum.ALGO" path, else NONE. */
 mts_checksum layout_checksum_in_name(const char *path);
 
+/* The map ids of every committed output (by its index file) of one shuffle
+ * in dir, in directory order, in a fresh array. */
+int layout_list_maps(const char *dir, int32_t shuffle_id, uint64_t **ids, uint32_t *n);
+
 /* Index bytes for these partition lengths: (n+1)*8 bytes into buf. */
 int layout_index_encode(unsigned char *buf, const uint64_t *lengths, uint32_t n);
 /* Decodes an index of len bytes into offsets (n+1 entries, allocated by the
  * caller when *n is known, else pass want_n 0 and offsets NULL to learn n).
  * Checks: whole longs, n >= 1, n == want_n if want_n, offsets start at 0,
- * never go down, and end at data_len unless data_len is UINT64_MAX. */
+ * never go down, and end at data_len unless data_len is UINT64_MAX.
+ * data_path (may be NULL) is named in messages. */
 int layout_index_decode(const unsigned char *buf, uint64_t len, uint32_t want_n, uint64_t data_len,
-                        uint64_t *offsets, uint32_t *n, const char *path, char *err, size_t errlen);
+                        uint64_t *offsets, uint32_t *n, const char *path, const char *data_path, char *err,
+                        size_t errlen);
 void layout_sums_encode(unsigned char *buf, const uint32_t *sums, uint32_t n);
 /* n stored longs into sums; MTS_E_CORRUPT if len is not n*8. */
 int layout_sums_decode(const unsigned char *buf, uint64_t len, uint32_t n, uint64_t *sums, const char *path,

@@ -1,81 +1,97 @@
-/* The reduce side: reading one partition range of many map outputs.
+/* The reduce side: reading one partition range of many map outputs, on an
+ * engine.
  *
- * Each map's data file is mapped read-only. A read of partitions [start, end)
- * is one job per map; workers take jobs in map order, verify the segment's
- * checksums, decode it as one concatenated stream (as Spark's batch fetch
- * does) into pieces, and queue the pieces on the map's slot. The caller's
- * thread hands pieces out in map order.
+ * Each map's data file is mapped read-only (layout.c). A read of partitions
+ * [start, end) has one cursor per map: its segment, decoded as one
+ * concatenated stream (as Spark's batch fetch does), piece by piece. A piece
+ * is one engine job ("unit"): it decodes from where the cursor stopped into a
+ * buffer of piece_size bytes (or one lz4 block, if larger), stopping at a
+ * block boundary (lz4) or a full buffer (zstd, whose stream state the cursor
+ * keeps between units). One unit per cursor is in flight at a time; cursors
+ * of later maps decode ahead of the one being handed out (the frontier) while
+ * the budget allows. The first unit of a cursor verifies its partitions'
+ * checksums before anything is decoded. With codec none, pieces point into
+ * the mapped file (zero-copy).
  *
- * Budget: every decoded piece is charged until the caller moves past it. A
- * worker whose map is not the frontier (the map being handed out) may only
- * take budget that leaves one piece free, so the frontier can always make
- * progress and no decoding ahead can starve it.
+ * Budget: a unit's piece is paid before the unit is submitted and given back
+ * when the caller moves past it. Units never wait for budget; only the
+ * caller's thread does, in next(), and only while the reader holds nothing
+ * but what it is owed: decoding ahead takes budget only if it is free right
+ * now, and if the frontier cannot get any, the pieces decoded ahead (never
+ * handed out) are dropped and their cursors start again later.
  *
- * All shared state is guarded by reader.mu; workers decode without it. */
+ * Locks: reader.mu guards cursors, pieces and stats; it is a leaf (released
+ * around eng_acquire, whose engine.mu is never held with it). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "checksum.h"
 #include "codec.h"
-#include "commit.h"
-#include "fileio.h"
+#include "engine.h"
 #include "internal.h"
+#include "layout.h"
 
 #define DEFAULT_PIECE (1u << 20)
-#define MSG_CAP 512
+#define MIN_PIECE 4096u
 
 typedef struct piece {
     struct piece *next;
     const unsigned char *data; /* buf, or the mapped file (codec none) */
-    size_t len, cap;
+    size_t len;
     uint64_t charge;
     unsigned char buf[];
 } piece;
 
-typedef struct map_out {
-    char *path;                /* data file */
-    int fd;
-    const unsigned char *base; /* mapping of the data file; NULL if empty */
-    uint64_t size;
-    uint64_t *off;             /* num_partitions + 1 */
-    uint32_t *sums;            /* num_partitions, or NULL without a checksum file */
-    mts_checksum algo;
-} map_out;
+typedef enum { CUR_IDLE, CUR_BUSY, CUR_DONE, CUR_FAILED } cur_state;
 
-typedef struct slot {
-    piece *head, *tail;
-    int done, err;
-    char msg[MSG_CAP];
-} slot;
+/* One map's segment of the current read. */
+typedef struct cursor {
+    cur_state state;
+    mts_codec codec;
+    uint64_t pos;       /* next stored byte (offset in the data file); unit's while BUSY */
+    void *dstate;       /* the codec's step state; unit's while BUSY */
+    int verified;       /* the segment's checksums were checked */
+    piece *head, *tail; /* decoded, not handed out */
+    int err;
+    char msg[MTS_MSG_CAP];
+} cursor;
+
+typedef struct unit {
+    eng_job base;
+    uint32_t map;
+    uint64_t gen;
+    mts_codec codec;
+    uint64_t pos;
+    void *dstate;
+    int verified;
+    uint64_t charge;
+} unit;
 
 struct mts_reader {
     mts_reader_options o;
-    map_out *maps;
+    map_output *maps;
     uint32_t nmaps, nparts;
-    pthread_t *threads;
-    unsigned started;
+    mts_engine *engine;
+    eng_client client;
+    int client_up;
+    uint32_t max_inflight; /* units in flight at once */
 
     pthread_mutex_t mu;
-    pthread_cond_t work_cv, piece_cv, budget_cv;
-    uint64_t gen;          /* bumped by every start: stale work is dropped */
-    int active, stop;
-    uint32_t start, end, next_job, frontier;
-    slot *slots;
-    uint64_t held, peak;
-    piece *current;        /* handed to the caller; released on the next call */
-    piece *spare;          /* idle decode pieces for reuse (uncharged), at most nspare_cap */
-    uint32_t nspare, nspare_cap;
+    pthread_cond_t cv;     /* a unit finished */
+    /* All below guarded by mu. */
+    uint64_t gen;          /* bumped by every start: units of older reads drop their work */
+    int active;
+    uint32_t start, end, frontier, inflight;
+    cursor *cur;
+    piece *current;        /* handed to the caller; given back at the next call */
     int err;
-    char msg[MSG_CAP];
-    mts_reader_stats st;   /* bytes_* and wait_ns: caller; decode_ns: atomic */
+    char msg[MTS_MSG_CAP];
+    mts_reader_stats st;   /* but decode_ns */
+    uint64_t decode_ns;    /* summed over units; atomic */
 };
 
 void mts_reader_options_init(mts_reader_options *o)
@@ -89,350 +105,240 @@ void mts_reader_options_init(mts_reader_options *o)
     o->verify_checksums = 1;
 }
 
-/* ---- opening ---------------------------------------------------------------- */
+/* ---- pieces --------------------------------------------------------------------- */
 
-static int errf(char *err, size_t len, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int errf(char *err, size_t len, int code, const char *fmt, ...)
+static void piece_free(mts_reader *r, piece *p)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return code;
+    eng_release(&r->client, p->charge);
+    mts_free(p);
 }
 
-static int read_whole(const char *path, unsigned char **buf, uint64_t *len)
+static void cursor_reset(mts_reader *r, cursor *c)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    struct stat st;
-    int rc = fstat(fd, &st) ? -errno : 0;
-    *len = rc ? 0 : (uint64_t)st.st_size;
-    *buf = rc ? NULL : mts_malloc(*len);
-    if (!rc && !*buf) rc = -ENOMEM;
-    if (!rc) rc = fio_pread_all(fd, *buf, *len, 0);
-    close(fd);
-    if (rc) { mts_free(*buf); *buf = NULL; }
-    return rc;
+    for (piece *p = c->head, *next; p; p = next) {
+        next = p->next;
+        piece_free(r, p);
+    }
+    c->head = c->tail = NULL;
+    if (c->dstate) codec_get(c->codec)->step_free(c->dstate);
+    c->dstate = NULL;
+    c->verified = 0;
 }
 
-static int open_map(map_out *m, const char *data_path, uint32_t *nparts, char *err, size_t errlen)
+/* ---- units (engine jobs) ---------------------------------------------------------- */
+
+/* Checks the stored checksums of partitions [start, end) of map j. */
+static int verify_segment(mts_reader *r, uint32_t j, char *msg, size_t len)
 {
-    m->fd = -1;
-    size_t plen = strlen(data_path);
-    if (plen < 5 || strcmp(data_path + plen - 5, ".data") != 0)
-        return errf(err, errlen, MTS_E_ARG, "open %s: not a .data file", data_path);
-    m->path = mts_malloc(plen + 32);
-    if (!m->path) return MTS_E_NOMEM;
-    memcpy(m->path, data_path, plen + 1);
-    char *side = mts_malloc(plen + 32);
-    if (!side) return MTS_E_NOMEM;
-    memcpy(side, data_path, plen - 5);
-
-    /* Index: (N+1) big-endian longs, 0 first, non-decreasing. */
-    strcpy(side + plen - 5, ".index");
-    unsigned char *ib;
-    uint64_t ilen;
-    int rc = read_whole(side, &ib, &ilen);
-    if (rc < 0) { errf(err, errlen, rc, "open index %s: %s", side, mts_strerror(rc)); goto out; }
-    if (ilen < 16 || ilen % 8) {
-        rc = errf(err, errlen, MTS_E_CORRUPT, "index %s: %llu bytes is not (N+1)*8 with N >= 1", side,
-                  (unsigned long long)ilen);
-        mts_free(ib);
-        goto out;
-    }
-    uint32_t n = (uint32_t)(ilen / 8 - 1);
-    if (*nparts && n != *nparts) {
-        rc = errf(err, errlen, MTS_E_CORRUPT, "index %s: %u partitions, other outputs have %u", side, n, *nparts);
-        mts_free(ib);
-        goto out;
-    }
-    *nparts = n;
-    m->off = mts_malloc(((size_t)n + 1) * 8);
-    if (!m->off) { rc = MTS_E_NOMEM; mts_free(ib); goto out; }
-    for (uint32_t i = 0; i <= n; i++) m->off[i] = get_be64(ib + 8 * i);
-    mts_free(ib);
-
-    /* Data: its size must be the index's last offset (a missing file is empty). */
-    m->fd = open(data_path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (m->fd < 0 && errno != ENOENT) { rc = errf(err, errlen, -errno, "open data %s: %s", data_path, strerror(errno)); goto out; }
-    m->size = m->fd >= 0 && fstat(m->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-    for (uint32_t i = 0; i <= n; i++) {
-        if ((i == 0 && m->off[0] != 0) || (i > 0 && m->off[i] < m->off[i - 1]) || m->off[i] > m->size) {
-            rc = errf(err, errlen, MTS_E_CORRUPT,
-                      "index %s: offset %u (%llu) is %s (data file %s has %llu bytes)", side, i,
-                      (unsigned long long)m->off[i],
-                      i == 0 && m->off[0] ? "not 0" : m->off[i] > m->size ? "past the end of the data" : "below the one before",
-                      data_path, (unsigned long long)m->size);
-            goto out;
-        }
-    }
-    if (m->off[n] != m->size) {
-        rc = errf(err, errlen, MTS_E_CORRUPT, "data %s: %llu bytes but its index ends at %llu", data_path,
-                  (unsigned long long)m->size, (unsigned long long)m->off[n]);
-        goto out;
-    }
-    if (m->size) {
-        void *p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, m->fd, 0);
-        if (p == MAP_FAILED) { rc = errf(err, errlen, -errno, "map data %s: %s", data_path, strerror(errno)); goto out; }
-        m->base = p;
-        madvise(p, m->size, MADV_SEQUENTIAL);
-    }
-
-    /* Checksums, when a checksum file is there. */
-    static const mts_checksum algos[] = {MTS_CHECKSUM_ADLER32, MTS_CHECKSUM_CRC32, MTS_CHECKSUM_CRC32C};
-    for (int k = 0; k < 3 && !m->sums; k++) {
-        sprintf(side + plen - 5, ".checksum.%s", mts_checksum_name(algos[k]));
-        unsigned char *cb;
-        uint64_t clen;
-        rc = read_whole(side, &cb, &clen);
-        if (rc == -ENOENT) { rc = 0; continue; }
-        if (rc < 0) { errf(err, errlen, rc, "open checksum %s: %s", side, mts_strerror(rc)); goto out; }
-        if (clen != (uint64_t)n * 8) {
-            rc = errf(err, errlen, MTS_E_CORRUPT, "checksum %s: %llu bytes, expected %u for %u partitions", side,
-                      (unsigned long long)clen, n * 8, n);
-            mts_free(cb);
-            goto out;
-        }
-        m->sums = mts_malloc((size_t)n * 4 + 4);
-        if (!m->sums) { mts_free(cb); rc = MTS_E_NOMEM; goto out; }
-        for (uint32_t i = 0; i < n; i++) m->sums[i] = (uint32_t)get_be64(cb + 8 * i);
-        m->algo = algos[k];
-        mts_free(cb);
-    }
-out:
-    mts_free(side);
-    return rc;
-}
-
-static void close_map(map_out *m)
-{
-    if (m->base) munmap((void *)m->base, m->size);
-    if (m->fd >= 0) close(m->fd);
-    mts_free(m->path);
-    mts_free(m->off);
-    mts_free(m->sums);
-}
-
-/* ---- pieces and budget -------------------------------------------------------- */
-
-/* Releases a piece's budget. Decode pieces are kept for reuse (a fresh
- * 1 MiB buffer per piece would be mapped and faulted in each time); views
- * into the mapped file are freed. */
-static void piece_free_locked(mts_reader *r, piece *p)
-{
-    r->held -= p->charge;
-    pthread_cond_broadcast(&r->budget_cv);
-    if (p->cap && r->nspare < r->nspare_cap) {
-        p->next = r->spare;
-        r->spare = p;
-        r->nspare++;
-    } else {
-        mts_free(p);
-    }
-}
-
-/* A new piece for map j of read gen, in *out; MTS_E_ABORTED if the read was
- * ended, MTS_E_NOMEM. */
-static int piece_new(mts_reader *r, uint32_t j, uint64_t gen, piece **out)
-{
-    uint64_t charge = sizeof(piece) + r->o.piece_size;
-    uint64_t reserve = charge; /* what a map behind the frontier must leave free */
-    pthread_mutex_lock(&r->mu);
-    while (!r->stop && r->gen == gen &&
-           !(r->held + charge <= r->o.max_bytes_in_flight &&
-             (j == r->frontier || r->held + charge + reserve <= r->o.max_bytes_in_flight)))
-        pthread_cond_wait(&r->budget_cv, &r->mu);
-    int live = !r->stop && r->gen == gen;
-    piece *p = NULL;
-    if (live) {
-        r->held += charge;
-        if (r->held > r->peak) r->peak = r->held;
-        if ((p = r->spare)) {
-            r->spare = p->next;
-            r->nspare--;
-        }
-    }
-    pthread_mutex_unlock(&r->mu);
-    if (!live) return MTS_E_ABORTED;
-    if (!p) p = mts_malloc(charge);
-    if (!p) {
-        pthread_mutex_lock(&r->mu);
-        r->held -= charge;
-        pthread_cond_broadcast(&r->budget_cv);
-        pthread_mutex_unlock(&r->mu);
-        return MTS_E_NOMEM;
-    }
-    *p = (piece){NULL, p->buf, 0, r->o.piece_size, charge};
-    *out = p;
-    return 0;
-}
-
-/* Queues a piece on map j's slot; 0, or MTS_E_ABORTED if the read ended. */
-static int publish(mts_reader *r, uint32_t j, uint64_t gen, piece *p)
-{
-    pthread_mutex_lock(&r->mu);
-    int live = !r->stop && r->gen == gen;
-    if (live) {
-        slot *s = &r->slots[j];
-        if (s->tail) s->tail->next = p;
-        else s->head = p;
-        s->tail = p;
-        pthread_cond_broadcast(&r->piece_cv);
-    } else {
-        piece_free_locked(r, p);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return live ? 0 : MTS_E_ABORTED;
-}
-
-static void finish(mts_reader *r, uint32_t j, uint64_t gen, int err, const char *msg)
-{
-    pthread_mutex_lock(&r->mu);
-    if (!r->stop && r->gen == gen) {
-        slot *s = &r->slots[j];
-        s->done = 1;
-        s->err = err;
-        if (err) snprintf(s->msg, sizeof s->msg, "%s", msg);
-        pthread_cond_broadcast(&r->piece_cv);
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-/* ---- decoding ----------------------------------------------------------------- */
-
-typedef struct sink_ctx {
-    mts_reader *r;
-    uint32_t j;
-    uint64_t gen;
-    piece *cur;
-} sink_ctx;
-
-static int sink(void *ctx, const void *buf, size_t len)
-{
-    sink_ctx *s = ctx;
-    const unsigned char *b = buf;
-    while (len) {
-        if (!s->cur) FORWARD_IF_ERROR(piece_new(s->r, s->j, s->gen, &s->cur));
-        size_t n = MTS_MIN(len, s->cur->cap - s->cur->len);
-        memcpy(s->cur->buf + s->cur->len, b, n);
-        s->cur->len += n;
-        b += n;
-        len -= n;
-        if (s->cur->len == s->cur->cap) {
-            piece *p = s->cur;
-            s->cur = NULL;
-            FORWARD_IF_ERROR(publish(s->r, s->j, s->gen, p));
-        }
+    map_output *m = &r->maps[j];
+    if (!r->o.verify_checksums || !m->sums) return 0;
+    for (uint32_t p = r->start; p < r->end; p++) {
+        uint64_t a = m->off[p], n = m->off[p + 1] - a;
+        uint32_t got = checksum_update(m->algo, checksum_init(m->algo), m->base + a, n);
+        if (got != (uint32_t)m->sums[p])
+            return mts_msg(msg, len, MTS_E_CORRUPT, "%s: partition %u at offset %llu (%llu bytes): %s checksum %u, stored %llu",
+                           m->data_path, p, (unsigned long long)a, (unsigned long long)n,
+                           mts_checksum_name(m->algo), got, (unsigned long long)m->sums[p]);
     }
     return 0;
 }
 
-static uint32_t partition_at(const map_out *m, uint32_t start, uint32_t end, uint64_t off)
+static uint32_t partition_at(const map_output *m, uint32_t start, uint32_t end, uint64_t off)
 {
     uint32_t p = start;
     while (p + 1 < end && m->off[p + 1] <= off) p++;
     return p;
 }
 
-static mts_codec detect(const unsigned char *p, uint64_t len)
+static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
 {
-    if (len >= LZ4J_MAGIC_LEN && !memcmp(p, LZ4J_MAGIC, LZ4J_MAGIC_LEN)) return MTS_CODEC_LZ4;
-    if (len >= 4 && p[0] == 0x28 && p[1] == 0xB5 && p[2] == 0x2F && p[3] == 0xFD) return MTS_CODEC_ZSTD;
-    return MTS_CODEC_NONE;
-}
-
-static void run_job(mts_reader *r, uint32_t j, uint64_t gen, uint32_t start, uint32_t end)
-{
-    map_out *m = &r->maps[j];
-    char msg[MSG_CAP];
-    uint64_t a = m->off[start], b = m->off[end];
-    if (a == b) { finish(r, j, gen, 0, NULL); return; }
-    const unsigned char *seg = m->base + a;
-    uint64_t t0 = mts_now_ns();
-    if (r->o.verify_checksums && m->sums) {
-        for (uint32_t p = start; p < end; p++) {
-            uint32_t got = checksum_update(m->algo, checksum_init(m->algo), m->base + m->off[p], m->off[p + 1] - m->off[p]);
-            if (got != m->sums[p]) {
-                snprintf(msg, sizeof msg, "%s: partition %u at offset %llu (%llu bytes): %s checksum %u, stored %u",
-                         m->path, p, (unsigned long long)m->off[p], (unsigned long long)(m->off[p + 1] - m->off[p]),
-                         mts_checksum_name(m->algo), got, m->sums[p]);
-                finish(r, j, gen, MTS_E_CORRUPT, msg);
-                return;
-            }
-        }
-    }
-    mts_codec codec = r->o.codec == MTS_CODEC_AUTO ? detect(seg, b - a) : r->o.codec;
-    int rc;
-    uint64_t bad = 0;
-    if (codec == MTS_CODEC_NONE) {
-        /* Zero-copy: the piece points into the mapped file. */
-        piece *p = mts_malloc(sizeof *p);
-        if (!p) { finish(r, j, gen, MTS_E_NOMEM, "allocate a piece"); return; }
-        *p = (piece){NULL, seg, (size_t)(b - a), 0, 0};
-        rc = publish(r, j, gen, p);
-    } else {
-        sink_ctx sc = {r, j, gen, NULL};
-        rc = codec_get(codec)->decode(seg, b - a, sink, &sc, &bad);
-        if (rc == 0 && sc.cur) {
-            rc = publish(r, j, gen, sc.cur);
-            sc.cur = NULL;
-        }
-        if (sc.cur) {
-            pthread_mutex_lock(&r->mu);
-            piece_free_locked(r, sc.cur);
-            pthread_mutex_unlock(&r->mu);
-        }
-    }
-    __atomic_add_fetch(&r->st.decode_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
-    if (rc == MTS_E_CORRUPT) {
-        uint32_t p = partition_at(m, start, end, a + bad);
-        snprintf(msg, sizeof msg, "%s: partition %u: corrupt %s stream at offset %llu (partition starts at %llu)",
-                 m->path, p, mts_codec_name(codec), (unsigned long long)(a + bad), (unsigned long long)m->off[p]);
-    } else if (rc < 0) {
-        snprintf(msg, sizeof msg, "%s: partitions %u..%u: %s", m->path, start, end - 1, mts_strerror(rc));
-    }
-    if (rc != MTS_E_ABORTED) finish(r, j, gen, rc < 0 ? rc : 0, msg);
-}
-
-static void *worker_main(void *arg)
-{
-    mts_reader *r = arg;
+    (void)wk;
+    mts_reader *r = ctx;
+    unit *u = (unit *)ej;
+    map_output *m = &r->maps[u->map];
     pthread_mutex_lock(&r->mu);
-    for (;;) {
-        while (!r->stop && !(r->active && r->next_job < r->nmaps)) pthread_cond_wait(&r->work_cv, &r->mu);
-        if (r->stop) break;
-        uint32_t j = r->next_job++, start = r->start, end = r->end;
-        uint64_t gen = r->gen;
-        pthread_mutex_unlock(&r->mu);
-        run_job(r, j, gen, start, end);
-        pthread_mutex_lock(&r->mu);
+    uint32_t start = r->start, end = r->end;
+    int live = r->gen == u->gen;
+    pthread_mutex_unlock(&r->mu);
+    char msg[MTS_MSG_CAP] = "";
+    uint64_t b = m->off[end], t0 = mts_now_ns();
+    int rc = 0, done = 0, published = 0;
+    piece *p = NULL;
+    if (live && !u->verified) {
+        rc = verify_segment(r, u->map, msg, sizeof msg);
+        u->verified = 1;
+    }
+    if (live && rc == 0) {
+        p = mts_malloc(sizeof *p + (u->codec == MTS_CODEC_NONE ? 0 : u->charge - sizeof *p));
+        if (!p) rc = mts_msg(msg, sizeof msg, MTS_E_NOMEM, "%s: allocate a %llu-byte piece", m->data_path,
+                             (unsigned long long)u->charge);
+    }
+    if (p && u->codec == MTS_CODEC_NONE) { /* zero-copy: the rest of the segment */
+        *p = (piece){NULL, m->base + u->pos, (size_t)(b - u->pos), u->charge};
+        u->pos = b;
+        done = 1;
+    } else if (p) {
+        *p = (piece){NULL, p->buf, 0, u->charge};
+        uint64_t bad = 0;
+        size_t out = 0;
+        rc = codec_get(u->codec)->step(&u->dstate, m->base, b, &u->pos, p->buf, u->charge - sizeof *p, &out, &bad);
+        p->len = out;
+        done = rc == 1;
+        if (rc == MTS_E_CORRUPT) {
+            uint32_t at = partition_at(m, start, end, bad);
+            mts_msg(msg, sizeof msg, rc, "%s: partition %u: corrupt %s stream at offset %llu (partition starts at %llu)",
+                    m->data_path, at, mts_codec_name(u->codec), (unsigned long long)bad,
+                    (unsigned long long)m->off[at]);
+        } else if (rc < 0) {
+            mts_msg(msg, sizeof msg, rc, "%s: partitions %u..%u", m->data_path, start, end - 1);
+        }
+        rc = rc < 0 ? rc : 0;
+    }
+    __atomic_add_fetch(&r->decode_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
+
+    pthread_mutex_lock(&r->mu);
+    if (r->gen == u->gen) {
+        cursor *c = &r->cur[u->map];
+        if (p && p->len && rc == 0) {
+            if (c->tail) c->tail->next = p;
+            else c->head = p;
+            c->tail = p;
+            published = 1;
+        }
+        c->pos = u->pos;
+        c->dstate = u->dstate;
+        c->verified = u->verified;
+        u->dstate = NULL;
+        c->state = rc < 0 ? CUR_FAILED : done ? CUR_DONE : CUR_IDLE;
+        if (rc < 0) {
+            c->err = rc;
+            snprintf(c->msg, sizeof c->msg, "%s", msg);
+        }
+        r->inflight--;
+        pthread_cond_broadcast(&r->cv);
     }
     pthread_mutex_unlock(&r->mu);
-    return NULL;
+    if (published) u->charge = 0; /* the piece carries it now */
+    else mts_free(p);               /* its charge goes back in unit_drain */
+    if (u->dstate) codec_get(u->codec)->step_free(u->dstate);
+    u->dstate = NULL;
 }
 
-/* ---- API ---------------------------------------------------------------------- */
+static void unit_drain(void *ctx, eng_job *ej)
+{
+    mts_reader *r = ctx;
+    unit *u = (unit *)ej;
+    eng_release(&r->client, u->charge);
+    mts_free(u);
+}
+
+static const eng_client_ops reader_client_ops = {unit_run, unit_drain, NULL};
+
+/* ---- scheduling (the caller's thread, mu held) ------------------------------------ */
+
+/* Budget for map j's next unit. */
+static uint64_t unit_charge(const mts_reader *r, uint32_t j)
+{
+    const cursor *c = &r->cur[j];
+    if (c->codec == MTS_CODEC_NONE) return sizeof(piece);
+    const map_output *m = &r->maps[j];
+    size_t need = codec_get(c->codec)->step_need(m->base, m->off[r->end], c->pos);
+    return sizeof(piece) + MTS_MAX((uint64_t)r->o.piece_size, (uint64_t)need);
+}
+
+static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge)
+{
+    cursor *c = &r->cur[j];
+    unit *u = mts_malloc(sizeof *u);
+    if (!u) {
+        eng_release(&r->client, charge);
+        return MTS_E_NOMEM;
+    }
+    *u = (unit){.map = j, .gen = r->gen, .codec = c->codec, .pos = c->pos, .dstate = c->dstate,
+                .verified = c->verified, .charge = charge};
+    c->dstate = NULL;
+    c->state = CUR_BUSY;
+    r->inflight++;
+    eng_submit(&r->client, &u->base);
+    return 0;
+}
+
+/* Pieces decoded ahead of the frontier give their budget back; those cursors
+ * start again from their segment's beginning when their turn comes (nothing
+ * of theirs was handed out yet). */
+static void drop_lookahead(mts_reader *r)
+{
+    for (uint32_t j = r->frontier + 1; j < r->nmaps; j++) {
+        cursor *c = &r->cur[j];
+        uint64_t a = r->maps[j].off[r->start], b = r->maps[j].off[r->end];
+        if (c->state == CUR_BUSY || c->state == CUR_FAILED || a == b) continue;
+        cursor_reset(r, c);
+        c->pos = a;
+        c->state = CUR_IDLE;
+    }
+}
+
+/* Submits what the budget allows; 1 if anything was submitted, < 0 on
+ * failure. may_block: the caller holds no piece, so the frontier may wait
+ * for budget. */
+static int schedule(mts_reader *r, int may_block)
+{
+    int did = 0;
+    for (uint32_t j = r->frontier; j < r->nmaps && r->inflight < r->max_inflight; j++) {
+        if (r->cur[j].state != CUR_IDLE) continue;
+        uint64_t charge = unit_charge(r, j);
+        int rc = eng_try_acquire(&r->client, charge);
+        if (rc == 0) {
+            FORWARD_IF_ERROR(submit_unit(r, j, charge));
+            did = 1;
+            continue;
+        }
+        if (rc < 0)
+            return mts_msg(r->msg, sizeof r->msg, rc, "%s: a %llu-byte piece (an lz4 block at offset %llu) exceeds "
+                           "the budget of %llu bytes", r->maps[j].data_path, (unsigned long long)charge,
+                           (unsigned long long)r->cur[j].pos, (unsigned long long)eng_cap(r->engine));
+        if (j != r->frontier || r->inflight || !may_block) break; /* wait for what is in flight */
+        drop_lookahead(r);
+        uint64_t gen = r->gen;
+        pthread_mutex_unlock(&r->mu);
+        rc = eng_acquire(&r->client, charge); /* holds nothing the caller must give back */
+        pthread_mutex_lock(&r->mu);
+        if (rc < 0) return mts_msg(r->msg, sizeof r->msg, rc, "%s: wait for budget", r->maps[j].data_path);
+        if (gen != r->gen || r->cur[j].state != CUR_IDLE) {
+            eng_release(&r->client, charge);
+            return 1;
+        }
+        FORWARD_IF_ERROR(submit_unit(r, j, charge));
+        did = 1;
+    }
+    return did;
+}
+
+/* ---- opening -------------------------------------------------------------------- */
 
 static int validate(const mts_reader_options *o, char *err, size_t len)
 {
-    if (o->codec != MTS_CODEC_AUTO && !codec_get(o->codec)) return errf(err, len, MTS_E_ARG, "options: unknown codec %d", (int)o->codec);
-    if (o->threads < 1 || o->threads > 256) return errf(err, len, MTS_E_ARG, "options: threads %u is not in 1..256", o->threads);
-    if (o->piece_size < 4096) return errf(err, len, MTS_E_ARG, "options: piece_size %u is below 4096", o->piece_size);
-    if (o->max_bytes_in_flight < MTS_MIN_BYTES_IN_FLIGHT ||
-        o->max_bytes_in_flight < 2 * ((uint64_t)o->piece_size + sizeof(piece)))
-        return errf(err, len, MTS_E_ARG, "options: max_bytes_in_flight %llu is below 64 KiB or two pieces",
-                    (unsigned long long)o->max_bytes_in_flight);
+    if (o->codec != MTS_CODEC_AUTO && !codec_get(o->codec))
+        return mts_msg(err, len, MTS_E_ARG, "options: unknown codec %d", (int)o->codec);
+    if (!o->engine && (o->threads < 1 || o->threads > MTS_MAX_THREADS))
+        return mts_msg(err, len, MTS_E_ARG, "options: threads %u is not in 1..%u", o->threads, MTS_MAX_THREADS);
+    if (o->piece_size < MIN_PIECE)
+        return mts_msg(err, len, MTS_E_ARG, "options: piece_size %u is below %u", o->piece_size, MIN_PIECE);
+    if (!o->engine && (o->max_bytes_in_flight < MTS_MIN_BYTES_IN_FLIGHT ||
+                       o->max_bytes_in_flight < 2 * ((uint64_t)o->piece_size + sizeof(piece))))
+        return mts_msg(err, len, MTS_E_ARG, "options: max_bytes_in_flight %llu is below 64 KiB or two pieces",
+                       (unsigned long long)o->max_bytes_in_flight);
+    if (o->engine && eng_cap(o->engine) < (uint64_t)o->piece_size + sizeof(piece))
+        return mts_msg(err, len, MTS_E_ARG, "options: piece_size %u does not fit the engine's budget", o->piece_size);
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
-        if (o->reserved[i]) return errf(err, len, MTS_E_ARG, "options: reserved[%zu] must be 0", i);
+        if (o->reserved[i]) return mts_msg(err, len, MTS_E_ARG, "options: reserved[%zu] must be 0", i);
     return 0;
 }
 
 int mts_reader_open(const mts_reader_options *opts, const char *const *paths, uint32_t n, mts_reader **out,
                     char *err, size_t errlen)
 {
-    char scratch[MSG_CAP];
+    char scratch[MTS_MSG_CAP];
     if (!err) { err = scratch; errlen = sizeof scratch; }
     if (errlen) err[0] = 0;
     if (!out) return MTS_E_ARG;
@@ -440,34 +346,40 @@ int mts_reader_open(const mts_reader_options *opts, const char *const *paths, ui
     mts_reader_options defaults;
     mts_reader_options_init(&defaults);
     if (!opts) opts = &defaults;
-    if (!paths && n) return errf(err, errlen, MTS_E_ARG, "open: NULL paths");
+    if (!paths && n) return mts_msg(err, errlen, MTS_E_ARG, "open: NULL paths");
     FORWARD_IF_ERROR(validate(opts, err, errlen));
     mts_reader *r = mts_calloc(1, sizeof *r);
-    if (!r) return MTS_E_NOMEM;
+    if (!r) return mts_msg(err, errlen, MTS_E_NOMEM, "open: allocate the reader");
     r->o = *opts;
-    r->nspare_cap = opts->threads + 2;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->work_cv, NULL);
-    pthread_cond_init(&r->piece_cv, NULL);
-    pthread_cond_init(&r->budget_cv, NULL);
+    pthread_cond_init(&r->cv, NULL);
     int rc = 0;
-    r->maps = mts_calloc(MTS_MAX(n, 1u), sizeof(map_out));
-    r->slots = mts_calloc(MTS_MAX(n, 1u), sizeof(slot));
-    r->threads = mts_calloc(opts->threads, sizeof(pthread_t));
-    if (!r->maps || !r->slots || !r->threads) { rc = errf(err, errlen, MTS_E_NOMEM, "open: out of memory"); goto fail; }
-    for (uint32_t i = 0; i < n; i++) {
-        r->maps[i].fd = -1;
-        if (!paths[i]) { rc = errf(err, errlen, MTS_E_ARG, "open: NULL path %u", i); goto fail; }
-        r->nmaps = i + 1;
-        if ((rc = open_map(&r->maps[i], paths[i], &r->nparts, err, errlen)) < 0) goto fail;
+    r->maps = mts_calloc(MTS_MAX(n, 1u), sizeof(map_output));
+    r->cur = mts_calloc(MTS_MAX(n, 1u), sizeof(cursor));
+    if (!r->maps || !r->cur) {
+        rc = mts_msg(err, errlen, MTS_E_NOMEM, "open: allocate %u map outputs", n);
+        goto fail;
     }
-    for (unsigned t = 0; t < opts->threads; t++) {
-        if (pthread_create(&r->threads[t], NULL, worker_main, r)) {
-            rc = errf(err, errlen, MTS_E_NOMEM, "open: cannot start thread %u", t);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!paths[i]) {
+            rc = mts_msg(err, errlen, MTS_E_ARG, "open: NULL path %u", i);
             goto fail;
         }
-        r->started++;
+        r->nmaps = i + 1;
+        if ((rc = map_output_open(&r->maps[i], paths[i], r->nparts, 0, err, errlen)) < 0) goto fail;
+        r->nparts = r->maps[i].nparts;
     }
+    mts_engine *e = opts->engine;
+    if (!e && (rc = mts_engine_create(opts->threads, opts->max_bytes_in_flight, &e, err, errlen)) < 0) goto fail;
+    rc = eng_client_init(&r->client, e, &reader_client_ops, r);
+    if (!opts->engine) mts_engine_free(e); /* the client's reference keeps a private engine */
+    if (rc < 0) {
+        mts_msg(err, errlen, rc, "open: register on the engine");
+        goto fail;
+    }
+    r->engine = e;
+    r->client_up = 1;
+    r->max_inflight = 2 * eng_threads(e);
     *out = r;
     return 0;
 fail:
@@ -484,44 +396,31 @@ static int cmp_u64(const void *a, const void *b)
 int mts_reader_open_dir(const mts_reader_options *opts, const char *dir, int32_t shuffle_id, mts_reader **out,
                         char *err, size_t errlen)
 {
-    char scratch[MSG_CAP];
+    char scratch[MTS_MSG_CAP];
     if (!err) { err = scratch; errlen = sizeof scratch; }
     if (!out) return MTS_E_ARG;
     *out = NULL;
-    if (!dir) return errf(err, errlen, MTS_E_ARG, "open: NULL dir");
-    DIR *d = opendir(dir);
-    if (!d) return errf(err, errlen, -errno, "open %s: %s", dir, strerror(errno));
+    if (!dir) return mts_msg(err, errlen, MTS_E_ARG, "open: NULL dir");
     uint64_t *ids = NULL;
-    uint32_t n = 0, cap = 0;
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d))) {
-        int32_t s;
-        long long mid;
-        int used = 0;
-        if (sscanf(e->d_name, "shuffle_%d_%lld_0.index%n", &s, &mid, &used) != 2 || e->d_name[used] || s != shuffle_id || mid < 0)
-            continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            uint64_t *g = mts_realloc(ids, cap * sizeof *ids);
-            if (!g) { rc = MTS_E_NOMEM; break; }
-            ids = g;
-        }
-        ids[n++] = (uint64_t)mid;
+    uint32_t n = 0;
+    int rc = layout_list_maps(dir, shuffle_id, &ids, &n);
+    if (rc < 0) return mts_msg(err, errlen, rc, "open %s: list map outputs", dir);
+    if (n == 0) {
+        mts_free(ids);
+        return mts_msg(err, errlen, -ENOENT, "open %s: no map outputs of shuffle %d", dir, shuffle_id);
     }
-    closedir(d);
-    if (rc == 0 && n == 0) rc = errf(err, errlen, -ENOENT, "open %s: no map outputs of shuffle %d", dir, shuffle_id);
-    char **paths = rc ? NULL : mts_calloc(n, sizeof *paths);
-    if (rc == 0 && !paths) rc = MTS_E_NOMEM;
-    if (rc == 0) {
-        qsort(ids, n, sizeof *ids, cmp_u64);
-        for (uint32_t i = 0; i < n && rc == 0; i++) {
-            size_t len = strlen(dir) + 64;
-            if (!(paths[i] = mts_malloc(len))) rc = MTS_E_NOMEM;
-            else snprintf(paths[i], len, "%s/shuffle_%d_%llu_0.data", dir, shuffle_id, (unsigned long long)ids[i]);
-        }
+    qsort(ids, n, sizeof *ids, cmp_u64);
+    char **paths = mts_calloc(n, sizeof *paths);
+    if (!paths) rc = MTS_E_NOMEM;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        char name[128];
+        size_t len = strlen(dir) + sizeof name + 2;
+        if (!(paths[i] = mts_malloc(len))) rc = MTS_E_NOMEM;
+        else if ((rc = mts_output_name(name, sizeof name, shuffle_id, (int64_t)ids[i], LAYOUT_DATA, 0)) >= 0)
+            rc = snprintf(paths[i], len, "%s/%s", dir, name) < 0 ? MTS_E_ARG : 0;
     }
     if (rc == 0) rc = mts_reader_open(opts, (const char *const *)paths, n, out, err, errlen);
+    else mts_msg(err, errlen, rc, "open %s", dir);
     for (uint32_t i = 0; paths && i < n; i++) mts_free(paths[i]);
     mts_free(paths);
     mts_free(ids);
@@ -533,7 +432,7 @@ uint32_t mts_reader_num_partitions(const mts_reader *r) { return r ? r->nparts :
 
 const char *mts_reader_map_path(const mts_reader *r, uint32_t map)
 {
-    return r && map < r->nmaps ? r->maps[map].path : NULL;
+    return r && map < r->nmaps ? r->maps[map].data_path : NULL;
 }
 
 uint64_t mts_reader_segment_length(const mts_reader *r, uint32_t map, uint32_t start, uint32_t end)
@@ -542,43 +441,46 @@ uint64_t mts_reader_segment_length(const mts_reader *r, uint32_t map, uint32_t s
     return r->maps[map].off[end] - r->maps[map].off[start];
 }
 
-/* Drops the read in progress: stale workers see the new generation and stop. */
+/* ---- reading --------------------------------------------------------------------- */
+
+/* Ends the read in progress: units still in flight see the new generation
+ * and give their work back themselves. */
 static void end_read_locked(mts_reader *r)
 {
     r->gen++;
     r->active = 0;
-    if (r->current) {
-        piece_free_locked(r, r->current);
-        r->current = NULL;
-    }
+    r->inflight = 0;
+    if (r->current) piece_free(r, r->current);
+    r->current = NULL;
     for (uint32_t j = 0; j < r->nmaps; j++) {
-        slot *s = &r->slots[j];
-        for (piece *p = s->head, *next; p; p = next) {
-            next = p->next;
-            piece_free_locked(r, p);
-        }
-        memset(s, 0, sizeof *s);
+        cursor *c = &r->cur[j];
+        if (c->state == CUR_BUSY) c->dstate = NULL; /* the unit's; it frees it */
+        cursor_reset(r, c);
+        c->state = CUR_DONE;
     }
-    pthread_cond_broadcast(&r->budget_cv);
 }
 
 int mts_reader_start(mts_reader *r, uint32_t start, uint32_t end)
 {
     if (!r) return MTS_E_ARG;
-    if (start >= end || end > r->nparts) {
-        snprintf(r->msg, sizeof r->msg, "start: partitions [%u, %u) are not a range within 0..%u", start, end, r->nparts);
-        return MTS_E_RANGE;
-    }
+    if (start >= end || end > r->nparts)
+        return mts_msg(r->msg, sizeof r->msg, MTS_E_RANGE, "start: partitions [%u, %u) are not a range within 0..%u",
+                       start, end, r->nparts);
     pthread_mutex_lock(&r->mu);
     end_read_locked(r);
     r->start = start;
     r->end = end;
-    r->next_job = 0;
     r->frontier = 0;
     r->err = 0;
     r->msg[0] = 0;
     r->active = 1;
-    pthread_cond_broadcast(&r->work_cv);
+    for (uint32_t j = 0; j < r->nmaps; j++) {
+        cursor *c = &r->cur[j];
+        const map_output *m = &r->maps[j];
+        uint64_t a = m->off[start], b = m->off[end];
+        *c = (cursor){a == b ? CUR_DONE : CUR_IDLE, r->o.codec, a, NULL, 0, NULL, NULL, 0, ""};
+        if (a != b && c->codec == MTS_CODEC_AUTO) c->codec = layout_sniff(m->base + a, b - a);
+    }
     pthread_mutex_unlock(&r->mu);
     return 0;
 }
@@ -588,7 +490,7 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
     if (!r || !out) return MTS_E_ARG;
     pthread_mutex_lock(&r->mu);
     if (r->current) {
-        piece_free_locked(r, r->current);
+        piece_free(r, r->current);
         r->current = NULL;
     }
     int rc = 0;
@@ -598,50 +500,63 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
             r->active = 0;
             break;
         }
-        slot *s = &r->slots[r->frontier];
-        if (s->head) {
-            piece *p = s->head;
-            s->head = p->next;
-            if (!s->head) s->tail = NULL;
+        cursor *c = &r->cur[r->frontier];
+        if (c->head) {
+            piece *p = c->head;
+            c->head = p->next;
+            if (!c->head) c->tail = NULL;
             r->current = p;
             *out = (mts_read_piece){r->frontier, p->data, p->len};
             r->st.bytes_decoded += p->len;
             rc = 1;
             break;
         }
-        if (s->done) {
-            if (s->err) {
-                rc = r->err = s->err;
-                snprintf(r->msg, sizeof r->msg, "%s", s->msg);
-                end_read_locked(r);
-                break;
-            }
-            map_out *m = &r->maps[r->frontier];
+        if (c->state == CUR_FAILED) {
+            rc = r->err = c->err;
+            snprintf(r->msg, sizeof r->msg, "%s", c->msg);
+            end_read_locked(r);
+            break;
+        }
+        if (c->state == CUR_DONE) {
+            const map_output *m = &r->maps[r->frontier];
             r->st.bytes_stored += m->off[r->end] - m->off[r->start];
             r->frontier++;
-            pthread_cond_broadcast(&r->budget_cv); /* a new frontier may go on */
             continue;
         }
+        int did = schedule(r, 1);
+        if (did < 0) {
+            rc = r->err = did;
+            end_read_locked(r);
+            break;
+        }
+        if (did) continue;
         if (!t0) t0 = mts_now_ns();
-        pthread_cond_wait(&r->piece_cv, &r->mu);
+        pthread_cond_wait(&r->cv, &r->mu);
     }
     if (!r->active && rc == 0 && r->err) rc = r->err;
     if (t0) r->st.wait_ns += mts_now_ns() - t0;
+    if (rc == 1 && schedule(r, 0) < 0) { /* keep the workers busy while the caller works */
+        /* reported by the next call, from the failed cursor or here */
+    }
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
 const char *mts_reader_error(const mts_reader *r) { return r ? r->msg : "NULL reader"; }
 
-int mts_reader_get_stats(const mts_reader *r, mts_reader_stats *st)
+int mts_reader_get_stats(const mts_reader *cr, mts_reader_stats *st)
 {
-    if (!r || !st) return MTS_E_ARG;
-    mts_reader *mr = (mts_reader *)r;
-    pthread_mutex_lock(&mr->mu);
+    if (!cr || !st) return MTS_E_ARG;
+    mts_reader *r = (mts_reader *)cr;
+    pthread_mutex_lock(&r->mu);
     *st = r->st;
-    st->peak_bytes_held = r->peak;
-    pthread_mutex_unlock(&mr->mu);
-    st->decode_ns = __atomic_load_n(&mr->st.decode_ns, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&r->mu);
+    st->decode_ns = __atomic_load_n(&r->decode_ns, __ATOMIC_RELAXED);
+    if (r->client_up) {
+        eng_client_stats cs;
+        eng_client_stats_get(&r->client, &cs);
+        st->peak_bytes_held = cs.peak;
+    }
     return 0;
 }
 
@@ -650,26 +565,12 @@ void mts_reader_free(mts_reader *r)
     if (!r) return;
     pthread_mutex_lock(&r->mu);
     end_read_locked(r);
-    r->stop = 1;
-    pthread_cond_broadcast(&r->work_cv);
-    pthread_cond_broadcast(&r->budget_cv);
     pthread_mutex_unlock(&r->mu);
-    for (unsigned t = 0; t < r->started; t++) pthread_join(r->threads[t], NULL);
-    pthread_mutex_lock(&r->mu);
-    end_read_locked(r); /* pieces published before the threads saw stop */
-    pthread_mutex_unlock(&r->mu);
-    for (uint32_t j = 0; j < r->nmaps; j++) close_map(&r->maps[j]);
-    while (r->spare) {
-        piece *next = r->spare->next;
-        mts_free(r->spare);
-        r->spare = next;
-    }
+    if (r->client_up) eng_client_destroy(&r->client); /* waits for the units in flight */
+    for (uint32_t j = 0; j < r->nmaps; j++) map_output_close(&r->maps[j]);
     mts_free(r->maps);
-    mts_free(r->slots);
-    mts_free(r->threads);
-    pthread_cond_destroy(&r->work_cv);
-    pthread_cond_destroy(&r->piece_cv);
-    pthread_cond_destroy(&r->budget_cv);
+    mts_free(r->cur);
+    pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     mts_free(r);
 }

@@ -193,7 +193,9 @@ static void read_back(trial *t, const char *dir, uint64_t *s)
     mts_reader_options_init(&ro);
     ro.threads = 1 + (uint32_t)rng_below(s, 3);
     ro.piece_size = 4096u << rng_below(s, 8);
-    ro.max_bytes_in_flight = MTS_MAX(64u << 10, 2 * (ro.piece_size + 4096)) << rng_below(s, 3);
+    /* The budget must hold a piece and one whole lz4 block (reader.c). */
+    ro.max_bytes_in_flight = MTS_MAX(64u << 10, 2 * (MTS_MAX(ro.piece_size, t->o.block_size) + 4096))
+                             << rng_below(s, 3);
     ro.codec = rng_below(s, 2) ? MTS_CODEC_AUTO : t->o.codec;
     /* The same output opened several times: maps are delivered in order. */
     uint32_t nmaps = 1 + (uint32_t)rng_below(s, 3);
