@@ -11,6 +11,19 @@ int cmd_read(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
+/* Strict option values: the whole string is one number (no sign on an
+ * unsigned value, no trailing characters, no wrap) within [min, max].
+ * On a bad value they print "CMD: --OPT: 'VALUE' ..." to stderr and return
+ * -1; commands then exit 2 before doing any work. */
+int cli_u64(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out);
+int cli_u32(const char *cmd, const char *opt, const char *s, uint32_t min, uint32_t max, uint32_t *out);
+int cli_i32(const char *cmd, const char *opt, const char *s, int32_t min, int32_t max, int32_t *out);
+int cli_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out);
+/* A size given in units (MiB, KiB) as a decimal, converted to bytes within
+ * [min, max] bytes. */
+int cli_size(const char *cmd, const char *opt, const char *s, double unit, uint64_t min, uint64_t max,
+             uint64_t *out);
+
 double cli_now(void);
 /* Parses "lz4" / "zstd" / "none"; -1 if unknown. */
 int cli_parse_codec(const char *s);

@@ -1,6 +1,7 @@
 /* Helpers shared by the CLI's commands. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -9,6 +10,83 @@
 
 #include "cli.h"
 #include "mtshuffle.h"
+
+int cli_u64(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    const char *p = s;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p < '0' || *p > '9') {
+        fprintf(stderr, "%s: --%s: '%s' is not a non-negative integer\n", cmd, opt, s);
+        return -1;
+    }
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno == ERANGE || *end) {
+        fprintf(stderr, "%s: --%s: '%s' is not a non-negative integer%s\n", cmd, opt, s,
+                errno == ERANGE ? " that fits 64 bits" : "");
+        return -1;
+    }
+    if (v < min || v > max) {
+        fprintf(stderr, "%s: --%s: %llu is not in %llu..%llu\n", cmd, opt, v, (unsigned long long)min,
+                (unsigned long long)max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_u32(const char *cmd, const char *opt, const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+    uint64_t v;
+    if (cli_u64(cmd, opt, s, min, max, &v) < 0) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int cli_i32(const char *cmd, const char *opt, const char *s, int32_t min, int32_t max, int32_t *out)
+{
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno == ERANGE) {
+        fprintf(stderr, "%s: --%s: '%s' is not an integer\n", cmd, opt, s);
+        return -1;
+    }
+    if (v < min || v > max) {
+        fprintf(stderr, "%s: --%s: %lld is not in %d..%d\n", cmd, opt, v, min, max);
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+int cli_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out)
+{
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || v != v) {
+        fprintf(stderr, "%s: --%s: '%s' is not a number\n", cmd, opt, s);
+        return -1;
+    }
+    if (v < min || v > max) {
+        fprintf(stderr, "%s: --%s: %s is not in %.10g..%.10g\n", cmd, opt, s, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_size(const char *cmd, const char *opt, const char *s, double unit, uint64_t min, uint64_t max,
+             uint64_t *out)
+{
+    double v;
+    if (cli_double(cmd, opt, s, (double)min / unit, (double)max / unit, &v) < 0) return -1;
+    *out = (uint64_t)(v * unit);
+    if (*out < min) *out = min; /* rounding at the lower edge */
+    return 0;
+}
 
 double cli_now(void)
 {

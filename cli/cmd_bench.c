@@ -305,6 +305,9 @@ static void bench_free(bench *b)
     free(b->ditems);
 }
 
+#define B "bench"
+#define MAX_REPS 64 /* samples kept per contender */
+
 int cmd_bench(int argc, char **argv)
 {
     bench b;
@@ -324,24 +327,30 @@ int cmd_bench(int argc, char **argv)
         {"skew", 1, 0, 'S'}, {"codec", 1, 0, 'c'}, {"level", 1, 0, 'l'}, {"threads", 1, 0, 't'},
         {"budget-mib", 1, 0, 'b'}, {"fsync", 0, 0, 'f'}, {"reps", 1, 0, 'r'}, {"dir", 1, 0, 'd'},
         {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    int ch;
+    int ch, bad = 0;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
-        case 'T': b.tasks = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'M': b.task_mib = atof(optarg); break;
-        case 'B': b.batches = atof(optarg); break;
-        case 'P': b.o.num_partitions = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'S': b.wl.skew = atof(optarg); break;
+        case 'T': bad = cli_u32(B, "tasks", optarg, 1, 100000, &b.tasks); break;
+        case 'M': bad = cli_double(B, "task-mib", optarg, 0.001, 1 << 20, &b.task_mib); break;
+        case 'B': bad = cli_double(B, "batches", optarg, 1, 1000000, &b.batches); break;
+        case 'P': bad = cli_u32(B, "partitions", optarg, 1, MTS_MAX_PARTITIONS, &b.o.num_partitions); break;
+        case 'S': bad = cli_double(B, "skew", optarg, 0, 1, &b.wl.skew); break;
         case 'c':
-            if (cli_parse_codec(optarg) < 0) die("--codec", optarg);
+            if (cli_parse_codec(optarg) < 0) {
+                fprintf(stderr, "bench: --codec: unknown codec '%s'\n", optarg);
+                return 2;
+            }
             b.o.codec = (mts_codec)cli_parse_codec(optarg);
             break;
-        case 'l': b.o.level = atoi(optarg); break;
-        case 't': b.o.threads = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'b': b.o.max_bytes_in_flight = (uint64_t)(atof(optarg) * 1048576.0); break;
+        case 'l': bad = cli_i32(B, "level", optarg, 1, MTS_MAX_ZSTD_LEVEL, &b.o.level); break;
+        case 't': bad = cli_u32(B, "threads", optarg, 1, MTS_MAX_THREADS, &b.o.threads); break;
+        case 'b':
+            bad = cli_size(B, "budget-mib", optarg, 1048576, MTS_MIN_BYTES_IN_FLIGHT, 1ull << 40,
+                           &b.o.max_bytes_in_flight);
+            break;
         case 'f': b.o.fsync = 1; break;
-        case 'r': b.reps = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'r': bad = cli_u32(B, "reps", optarg, 1, MAX_REPS, &b.reps); break;
         case 'd': snprintf(b.dir, sizeof b.dir, "%s", optarg); break;
         case 'p': snprintf(b.peer_dir, sizeof b.peer_dir, "%s", optarg); break;
         case 'C':
@@ -356,8 +365,8 @@ int cmd_bench(int argc, char **argv)
             return 0;
         default: return 2;
         }
+        if (bad) return 2;
     }
-    if (!b.tasks || !b.reps || b.o.threads < 1 || b.o.threads > 256) die("options", "bad --tasks, --reps or --threads");
     b.wl.partitions = b.o.num_partitions;
     if (cli_mkdirs(b.dir) != 0) die(b.dir, strerror(errno));
 
@@ -377,7 +386,7 @@ int cmd_bench(int argc, char **argv)
     if (b.use[2] || b.use[3]) plan_items(&b);
     if (b.use[4] || b.use[5]) write_input_file(&b);
 
-    double samples[MAX_CONTENDERS][64];
+    double samples[MAX_CONTENDERS][MAX_REPS];
     uint64_t rss[MAX_CONTENDERS][64], held[MAX_CONTENDERS][64];
     uint64_t bytes_out = 0;
     if (b.reps > 64) b.reps = 64;

@@ -10,16 +10,16 @@
 #include "cli.h"
 #include "mtshuffle.h"
 
-static int parse_reader_opt(int ch, const char *arg, mts_reader_options *ro)
+static int parse_reader_opt(const char *cmd, int ch, const char *arg, mts_reader_options *ro)
 {
     switch (ch) {
     case 'c':
         if (!strcmp(arg, "auto")) ro->codec = MTS_CODEC_AUTO;
         else if (cli_parse_codec(arg) >= 0) ro->codec = (mts_codec)cli_parse_codec(arg);
-        else { fprintf(stderr, "unknown --codec '%s'\n", arg); return -1; }
+        else { fprintf(stderr, "%s: --codec: unknown codec '%s'\n", cmd, arg); return -1; }
         return 0;
-    case 't': ro->threads = (uint32_t)strtoul(arg, NULL, 10); return 0;
-    case 'b': ro->max_bytes_in_flight = (uint64_t)(atof(arg) * 1048576.0); return 0;
+    case 't': return cli_u32(cmd, "threads", arg, 1, MTS_MAX_THREADS, &ro->threads);
+    case 'b': return cli_size(cmd, "budget-mib", arg, 1048576, MTS_MIN_BYTES_IN_FLIGHT, 1ull << 40, &ro->max_bytes_in_flight);
     case 'n': ro->verify_checksums = 0; return 0;
     }
     return -1;
@@ -30,6 +30,7 @@ int cmd_read(int argc, char **argv)
     mts_reader_options ro;
     mts_reader_options_init(&ro);
     long start = -1, end = -1;
+    uint32_t u;
     int shuffle = 0, raw = 0, records = 0, json = 0;
     static const struct option opts[] = {
         {"partition", 1, 0, 'p'}, {"end", 1, 0, 'e'}, {"shuffle", 1, 0, 's'}, {"codec", 1, 0, 'c'},
@@ -39,9 +40,17 @@ int cmd_read(int argc, char **argv)
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
-        case 'p': start = strtol(optarg, NULL, 10); break;
-        case 'e': end = strtol(optarg, NULL, 10); break;
-        case 's': shuffle = atoi(optarg); break;
+        case 'p':
+            if (cli_u32("read", "partition", optarg, 0, MTS_MAX_PARTITIONS - 1, &u) < 0) return 2;
+            start = u;
+            break;
+        case 'e':
+            if (cli_u32("read", "end", optarg, 1, MTS_MAX_PARTITIONS, &u) < 0) return 2;
+            end = u;
+            break;
+        case 's':
+            if (cli_i32("read", "shuffle", optarg, 0, INT32_MAX, &shuffle) < 0) return 2;
+            break;
         case 'r': raw = 1; break;
         case 'R': records = 1; break;
         case 'j': json = 1; break;
@@ -60,7 +69,7 @@ int cmd_read(int argc, char **argv)
                    "  --json            the summary as JSON\n");
             return 0;
         default:
-            if (parse_reader_opt(ch, optarg, &ro) < 0) return 2;
+            if (parse_reader_opt("read", ch, optarg, &ro) < 0) return 2;
         }
     }
     if (optind != argc - 1 || start < 0) {
@@ -196,7 +205,7 @@ int cmd_verify(int argc, char **argv)
                    "  and that every partition decodes on its own. Exits 1 on any problem.\n");
             return 0;
         }
-        if (parse_reader_opt(ch, optarg, &ro) < 0) return 2;
+        if (parse_reader_opt("verify", ch, optarg, &ro) < 0) return 2;
     }
     if (optind != argc - 1) { fprintf(stderr, "usage: mtshuffle verify DIR\n"); return 2; }
     const char *dir = argv[optind];

@@ -80,6 +80,8 @@ static void write_usage(FILE *f)
             "  --no-progress       no progress bar (shown only on a terminal anyway)\n");
 }
 
+#define W "write"
+
 static int parse_args(int argc, char **argv, write_cfg *c)
 {
     mts_writer_options_init(&c->o);
@@ -104,17 +106,18 @@ static int parse_args(int argc, char **argv, write_cfg *c)
         {"strategy", 1, 0, O_STRAT}, {"fsync", 0, 0, O_FSYNC}, {"shuffle-id", 1, 0, O_SHUF},
         {"seed", 1, 0, O_SEED}, {"keep-existing", 0, 0, O_KEEP}, {"json", 0, 0, O_JSON},
         {"no-progress", 0, 0, O_NOPROG}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
-    int ch;
+    int ch, bad = 0;
+    uint64_t v;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
         case O_DIR: snprintf(c->dir, sizeof c->dir, "%s", optarg); break;
-        case O_TASKS: c->tasks = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case O_PAR: c->parallel = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case O_TMIB: c->task_mib = atof(optarg); break;
-        case O_BATCHES: c->batches = atof(optarg); break;
-        case O_PARTS: c->o.num_partitions = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case O_SKEW: c->wl.skew = atof(optarg); break;
+        case O_TASKS: bad = cli_u32(W, "tasks", optarg, 1, 1000000, &c->tasks); break;
+        case O_PAR: bad = cli_u32(W, "parallel", optarg, 1, 1024, &c->parallel); break;
+        case O_TMIB: bad = cli_double(W, "task-mib", optarg, 0.001, 1 << 20, &c->task_mib); break;
+        case O_BATCHES: bad = cli_double(W, "batches", optarg, 1, 1000000, &c->batches); break;
+        case O_PARTS: bad = cli_u32(W, "partitions", optarg, 1, MTS_MAX_PARTITIONS, &c->o.num_partitions); break;
+        case O_SKEW: bad = cli_double(W, "skew", optarg, 0, 1, &c->wl.skew); break;
         case O_INPUT:
             if (!strcmp(optarg, "batch")) c->input = IN_BATCH;
             else if (!strcmp(optarg, "records")) c->input = IN_RECORDS;
@@ -125,8 +128,11 @@ static int parse_args(int argc, char **argv, write_cfg *c)
             if (cli_parse_codec(optarg) < 0) { fprintf(stderr, "write: unknown --codec '%s'\n", optarg); return -1; }
             c->o.codec = (mts_codec)cli_parse_codec(optarg);
             break;
-        case O_LEVEL: c->o.level = atoi(optarg); break;
-        case O_BLOCK: c->o.block_size = (uint32_t)(atof(optarg) * 1024); break;
+        case O_LEVEL: bad = cli_i32(W, "level", optarg, 1, MTS_MAX_ZSTD_LEVEL, &c->o.level); break;
+        case O_BLOCK:
+            bad = cli_size(W, "block-kib", optarg, 1024, MTS_LZ4_MIN_BLOCK, MTS_LZ4_MAX_BLOCK, &v);
+            c->o.block_size = (uint32_t)v;
+            break;
         case O_SUM:
             if (!strcasecmp(optarg, "NONE")) c->o.checksum = MTS_CHECKSUM_NONE;
             else if (mts_checksum_parse(optarg, &c->o.checksum) < 0) {
@@ -134,29 +140,32 @@ static int parse_args(int argc, char **argv, write_cfg *c)
                 return -1;
             }
             break;
-        case O_THREADS: c->o.threads = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case O_BUDGET: c->o.max_bytes_in_flight = (uint64_t)(atof(optarg) * 1048576.0); break;
-        case O_JOB: c->o.job_size = (uint32_t)(atof(optarg) * 1024); break;
+        case O_THREADS: bad = cli_u32(W, "threads", optarg, 1, MTS_MAX_THREADS, &c->o.threads); break;
+        case O_BUDGET:
+            bad = cli_size(W, "budget-mib", optarg, 1048576, MTS_MIN_BYTES_IN_FLIGHT, 1ull << 40,
+                           &c->o.max_bytes_in_flight);
+            break;
+        case O_JOB:
+            bad = cli_size(W, "job-kib", optarg, 1024, MTS_MIN_JOB_SIZE, UINT32_MAX, &v);
+            c->o.job_size = (uint32_t)v;
+            break;
         case O_STRAT:
             if (!strcmp(optarg, "streaming")) c->o.strategy = MTS_STRATEGY_STREAMING;
             else if (!strcmp(optarg, "baseline")) c->o.strategy = MTS_STRATEGY_BASELINE;
             else { fprintf(stderr, "write: unknown --strategy '%s'\n", optarg); return -1; }
             break;
         case O_FSYNC: c->o.fsync = 1; break;
-        case O_SHUF: c->o.shuffle_id = atoi(optarg); break;
-        case O_SEED: c->wl.seed = strtoull(optarg, NULL, 10); break;
+        case O_SHUF: bad = cli_i32(W, "shuffle-id", optarg, 0, INT32_MAX, &c->o.shuffle_id); break;
+        case O_SEED: bad = cli_u64(W, "seed", optarg, 0, UINT64_MAX, &c->wl.seed); break;
         case O_KEEP: c->keep_existing = 1; break;
         case O_JSON: c->json = 1; break;
         case O_NOPROG: c->progress = 0; break;
         case O_HELP: write_usage(stdout); exit(0);
         default: write_usage(stderr); return -1;
         }
+        if (bad) return -1;
     }
     if (optind < argc) { fprintf(stderr, "write: unexpected argument '%s'\n", argv[optind]); return -1; }
-    if (!c->tasks || !c->parallel || c->task_mib <= 0 || c->batches < 1 || c->wl.skew < 0 || c->wl.skew > 1) {
-        fprintf(stderr, "write: --tasks and --parallel must be >= 1, --task-mib > 0, --batches >= 1, --skew in [0,1]\n");
-        return -1;
-    }
     c->wl.partitions = c->o.num_partitions;
     return 0;
 }
@@ -319,7 +328,9 @@ int cmd_write(int argc, char **argv)
     }
     uint64_t writer_rss = peak_rss > rss_before ? peak_rss - rss_before : 0;
     const char *strategy = c.o.strategy == MTS_STRATEGY_BASELINE ? "baseline" : "streaming";
-    if (c.json) {
+    if (failed) {
+        /* no summary of a run that did not complete */
+    } else if (c.json) {
         printf("{\"tasks\":%u,\"parallel\":%u,\"partitions\":%u,\"batches_per_task\":%.3f,"
                "\"input\":\"%s\",\"codec\":\"%s\",\"level\":%d,\"checksum\":\"%s\",\"threads\":%u,"
                "\"budget\":%llu,\"strategy\":\"%s\",\"fsync\":%d,\"skew\":%.3f,"

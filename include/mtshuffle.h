@@ -103,6 +103,10 @@ typedef enum {
 
 #define MTS_MAX_PARTITIONS (1u << 24) /* Spark's serialized-shuffle limit */
 #define MTS_MIN_BYTES_IN_FLIGHT (64u << 10)
+#define MTS_MAX_ZSTD_LEVEL 19
+#define MTS_MIN_JOB_SIZE 1024u
+#define MTS_LZ4_MIN_BLOCK 64u
+#define MTS_LZ4_MAX_BLOCK (32u << 20)
 
 /* ---- engine: shared worker pool and budget ------------------------------- */
 typedef struct mts_engine mts_engine;
@@ -141,8 +145,9 @@ typedef struct mts_writer_options {
     int64_t map_id;                /* >= 0; default 0 */
     uint32_t num_partitions;       /* 1 .. MTS_MAX_PARTITIONS; default 1 */
     mts_codec codec;               /* default MTS_CODEC_LZ4 (Spark's default) */
-    int level;                     /* zstd level 1..19, default 1; lz4/none ignore it */
-    uint32_t block_size;           /* lz4 block size, 64 B .. 32 MiB, default 32 KiB */
+    int level;                     /* zstd level 1..MTS_MAX_ZSTD_LEVEL, default 1; lz4/none ignore it */
+    uint32_t block_size;           /* lz4 block size, MTS_LZ4_MIN_BLOCK .. MTS_LZ4_MAX_BLOCK,
+                                      default 32 KiB */
     mts_checksum checksum;         /* default MTS_CHECKSUM_ADLER32 (Spark's default) */
     mts_strategy strategy;         /* default MTS_STRATEGY_STREAMING */
     mts_engine *engine;            /* NULL (default): a private engine of `threads`
@@ -151,7 +156,7 @@ typedef struct mts_writer_options {
                                       max_bytes_in_flight are then ignored) */
     uint32_t threads;              /* compression workers 1..MTS_MAX_THREADS; default 2 */
     uint64_t max_bytes_in_flight;  /* hard cap on bytes held, >= 64 KiB; default 64 MiB */
-    uint32_t job_size;             /* input bytes per compression job, default 1 MiB;
+    uint32_t job_size;             /* input bytes per compression job, >= MTS_MIN_JOB_SIZE, default 1 MiB;
                                       lowered automatically to fit the budget */
     int fsync;                     /* 1: fsync files and directory at commit; default 0 */
     const char *data_path;         /* NULL (default): the writer names, writes and commits

@@ -46,7 +46,7 @@ typedef struct codec_vtable {
 
 const codec_vtable *codec_get(mts_codec id);
 
-#define CODEC_ZSTD_MAX_LEVEL 19
+#define CODEC_ZSTD_MAX_LEVEL MTS_MAX_ZSTD_LEVEL
 
 extern const codec_vtable codec_none_vtable;
 extern const codec_vtable codec_lz4_vtable;
@@ -59,8 +59,8 @@ extern const codec_vtable codec_zstd_vtable;
 #define LZ4J_METHOD_RAW 0x10
 #define LZ4J_METHOD_LZ4 0x20
 #define LZ4J_SEED 0x9747B28Cu
-#define LZ4J_MIN_BLOCK 64u
-#define LZ4J_MAX_BLOCK (32u << 20)
+#define LZ4J_MIN_BLOCK MTS_LZ4_MIN_BLOCK
+#define LZ4J_MAX_BLOCK MTS_LZ4_MAX_BLOCK
 #define LZ4J_DEFAULT_BLOCK (32u << 10) /* spark.io.compression.lz4.blockSize */
 
 #endif

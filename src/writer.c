@@ -30,7 +30,7 @@
 #define DEFAULT_THREADS 2u
 #define DEFAULT_BUDGET (64ull << 20)
 #define DEFAULT_JOB_SIZE (1u << 20)
-#define MIN_JOB_SIZE 1024u
+#define MIN_JOB_SIZE MTS_MIN_JOB_SIZE
 #define ARENA_MAX (32ull << 20)
 #define ARENA_MIN (4u << 10)
 
