@@ -10,7 +10,13 @@
  *   write                write-only: those compressed bytes, one file per task, sequentially
  *   lz4, zstd            the external CLIs compressing the same bytes into one file
  *   read                 the reader: every partition of every map, as reducers fetch them
- *   decode               decode-only: the same stored bytes, same threads, from memory */
+ *   decode               decode-only: the same stored bytes, same threads, from memory
+ *   tiny-engine          --tiny-writers writers of 100 bytes each, one after
+ *                        another, on one engine made once (a Spark executor's
+ *                        stage of tiny map tasks)
+ *   tiny-own             the same, each writer with a private engine (its own threads)
+ *   tiny-files           the same three files created, written and renamed
+ *                        with plain system calls: the floor for a tiny commit */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -30,9 +36,11 @@
 
 #define MTS_BENCH_MIN(a, b) ((a) < (b) ? (a) : (b))
 
-#define MAX_CONTENDERS 8
-static const char *all_contenders[MAX_CONTENDERS] = {"streaming", "baseline", "compress", "write",
-                                                     "lz4",       "zstd",     "read",     "decode"};
+#define MAX_CONTENDERS 11
+#define DEFAULT_CONTENDERS 8 /* the tiny-* ones run only when named */
+static const char *all_contenders[MAX_CONTENDERS] = {"streaming", "baseline", "compress",    "write",
+                                                     "lz4",       "zstd",     "read",        "decode",
+                                                     "tiny-engine", "tiny-own", "tiny-files"};
 
 typedef struct item { /* one compress-only / decode-only unit */
     const unsigned char *src;
@@ -61,6 +69,8 @@ typedef struct bench {
     item *ditems;
     size_t nditems;
     size_t next;            /* work counter, atomic */
+    uint32_t tiny_writers;
+    mts_engine *engine;     /* tiny-engine's, made once before the clock starts */
     int failed;
 } bench;
 
@@ -108,6 +118,66 @@ static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
         if (st.peak_bytes_held > *peak_held) *peak_held = st.peak_bytes_held;
         mts_writer_free(w);
     }
+}
+
+/* One row of 100 bytes, as a map task of a tiny stage writes it. */
+static const unsigned char tiny_row[100] = "a row of a tiny map task";
+
+static void remove_tiny(bench *b)
+{
+    char name[256], path[4096];
+    for (uint32_t t = 0; t < b->tiny_writers; t++) {
+        const int kinds[] = {'d', 'i', 'c'};
+        for (int k = 0; k < 3; k++) {
+            mts_output_name(name, sizeof name, 1, t, kinds[k], MTS_CHECKSUM_ADLER32);
+            snprintf(path, sizeof path, "%s/%s", b->dir, name);
+            unlink(path);
+        }
+    }
+}
+
+/* Tiny map tasks through the library, on one shared engine or each on its own. */
+static void run_tiny(bench *b, int shared)
+{
+    for (uint32_t t = 0; t < b->tiny_writers; t++) {
+        mts_writer_options o = b->o;
+        o.dir = b->dir;
+        o.shuffle_id = 1;
+        o.map_id = t;
+        o.engine = shared ? b->engine : NULL;
+        mts_writer *w;
+        char err[600];
+        if (mts_writer_create(&o, &w, err, sizeof err) < 0) die("create", err);
+        int rc = mts_writer_append(w, t % o.num_partitions, tiny_row, sizeof tiny_row);
+        if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);
+        if (rc < 0) die("tiny", mts_writer_error(w));
+        mts_writer_free(w);
+    }
+}
+
+/* The floor: the three files of each tiny output created under temp names,
+ * written and renamed, with plain system calls. */
+static void tiny_files(bench *b)
+{
+    uint32_t n = b->o.num_partitions;
+    size_t ilen = ((size_t)n + 1) * 8;
+    unsigned char *index = calloc(1, ilen);
+    for (uint32_t t = 0; t < b->tiny_writers; t++) {
+        const int kinds[] = {'d', 'i', 'c'};
+        const void *bufs[] = {tiny_row, index, index};
+        const size_t lens[] = {sizeof tiny_row, ilen, ilen - 8};
+        for (int k = 0; k < 3; k++) {
+            char name[256], final[4096], tmp[4200];
+            mts_output_name(name, sizeof name, 1, t, kinds[k], MTS_CHECKSUM_ADLER32);
+            snprintf(final, sizeof final, "%s/%s", b->dir, name);
+            snprintf(tmp, sizeof tmp, "%s.0123456789abcdef0123456789abcdef", final);
+            int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            if (fd < 0 || write(fd, bufs[k], lens[k]) != (ssize_t)lens[k]) die(tmp, strerror(errno));
+            close(fd);
+            if (rename(tmp, final) != 0) die(final, strerror(errno));
+        }
+    }
+    free(index);
 }
 
 static void *compress_main(void *arg)
@@ -321,12 +391,14 @@ int cmd_bench(int argc, char **argv)
     b.task_mib = 64;
     b.batches = 1;
     b.wl.seed = 42;
-    for (int i = 0; i < MAX_CONTENDERS; i++) b.use[i] = 1;
+    for (int i = 0; i < DEFAULT_CONTENDERS; i++) b.use[i] = 1;
+    b.tiny_writers = 200;
     static const struct option opts[] = {
         {"tasks", 1, 0, 'T'}, {"task-mib", 1, 0, 'M'}, {"batches", 1, 0, 'B'}, {"partitions", 1, 0, 'P'},
         {"skew", 1, 0, 'S'}, {"codec", 1, 0, 'c'}, {"level", 1, 0, 'l'}, {"threads", 1, 0, 't'},
         {"budget-mib", 1, 0, 'b'}, {"fsync", 0, 0, 'f'}, {"reps", 1, 0, 'r'}, {"dir", 1, 0, 'd'},
-        {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"tiny-writers", 1, 0, 'W'}, {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
     int ch, bad = 0;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -353,13 +425,28 @@ int cmd_bench(int argc, char **argv)
         case 'r': bad = cli_u32(B, "reps", optarg, 1, MAX_REPS, &b.reps); break;
         case 'd': snprintf(b.dir, sizeof b.dir, "%s", optarg); break;
         case 'p': snprintf(b.peer_dir, sizeof b.peer_dir, "%s", optarg); break;
-        case 'C':
-            for (int i = 0; i < MAX_CONTENDERS; i++) b.use[i] = strstr(optarg, all_contenders[i]) != NULL;
+        case 'C': {
+            for (int i = 0; i < MAX_CONTENDERS; i++) b.use[i] = 0;
+            char list[512], *save = NULL;
+            snprintf(list, sizeof list, "%s", optarg);
+            for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+                int i = 0;
+                while (i < MAX_CONTENDERS && strcmp(name, all_contenders[i])) i++;
+                if (i == MAX_CONTENDERS) {
+                    fprintf(stderr, "bench: --contenders: unknown contender '%s'\n", name);
+                    return 2;
+                }
+                b.use[i] = 1;
+            }
             break;
+        }
+        case 'W': bad = cli_u32(B, "tiny-writers", optarg, 1, 1000000, &b.tiny_writers); break;
         case 'h':
             printf("usage: mtshuffle bench [--tasks N] [--task-mib M] [--batches B] [--partitions N] [--skew F]\n"
                    "       [--codec C] [--level L] [--threads T] [--budget-mib M] [--fsync] [--reps R]\n"
-                   "       [--dir DIR] [--peer-dir DIR] [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode]\n"
+                   "       [--dir DIR] [--peer-dir DIR] [--tiny-writers N]\n"
+                   "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
+                   "                     (the default), tiny-engine, tiny-own, tiny-files]\n"
                    "One configuration, contenders interleaved; prints JSON samples (seconds per run).\n"
                    "bench/suite.py runs the whole suite.\n");
             return 0;
@@ -385,19 +472,23 @@ int cmd_bench(int argc, char **argv)
     }
     if (b.use[2] || b.use[3]) plan_items(&b);
     if (b.use[4] || b.use[5]) write_input_file(&b);
+    char err[300];
+    if (b.use[8] && mts_engine_create(b.o.threads, b.o.max_bytes_in_flight, &b.engine, err, sizeof err) < 0)
+        die("engine", err);
 
     double samples[MAX_CONTENDERS][MAX_REPS];
-    uint64_t rss[MAX_CONTENDERS][64], held[MAX_CONTENDERS][64];
+    uint64_t rss[MAX_CONTENDERS][MAX_REPS], held[MAX_CONTENDERS][MAX_REPS];
     uint64_t bytes_out = 0;
     if (b.reps > 64) b.reps = 64;
     /* read and decode run right after streaming, on its output. */
-    static const int order[MAX_CONTENDERS] = {0, 6, 7, 1, 2, 3, 4, 5};
+    static const int order[MAX_CONTENDERS] = {0, 6, 7, 1, 2, 3, 4, 5, 8, 9, 10};
     for (uint32_t rep = 0; rep < b.reps; rep++) {
         for (int oi = 0; oi < MAX_CONTENDERS; oi++) {
             int c = order[oi];
             if (!b.use[c]) continue;
             int needs_output = c == 6 || c == 7;
             if (!needs_output) remove_outputs(&b);
+            if (c >= 8) remove_tiny(&b);
             if (c == 3 && !b.use[2]) { b.next = 0; run_threads(&b, compress_main); }
             if (needs_output && !b.use[0] && (c == 6 || !b.use[6])) {
                 uint64_t h;
@@ -418,6 +509,9 @@ int cmd_bench(int argc, char **argv)
             case 5: run_peer(&b, "zstd"); break;
             case 6: run_read(&b); break;
             case 7: run_threads(&b, decode_main); break;
+            case 8: run_tiny(&b, 1); break;
+            case 9: run_tiny(&b, 0); break;
+            case 10: tiny_files(&b); break;
             }
             samples[c][rep] = cli_now() - t0;
             uint64_t peak = cli_peak_rss();
@@ -434,6 +528,8 @@ int cmd_bench(int argc, char **argv)
         }
     }
     remove_outputs(&b);
+    remove_tiny(&b);
+    mts_engine_free(b.engine);
     if (b.input_path[0]) unlink(b.input_path);
     for (size_t i = 0; i < b.nitems; i++) b.compressed += b.items[i].out;
 

@@ -209,7 +209,7 @@ out:
         if (data_placed) unlink(r->data_final);
         if (sum_placed) unlink(r->checksum_final);
     }
-    unlink(index_tmp); /* gone already after a successful rename */
+    if (!index_placed) unlink(index_tmp); /* renamed away otherwise */
     if (sum_written) unlink(sum_tmp);
     if (rc < 0 || *adopted) unlink(r->data_tmp);
     if (dirfd >= 0) close(dirfd); /* releases the lock */

@@ -7,16 +7,17 @@
 
 #define RECLAIM_RETRY_NS (10u * 1000u * 1000u) /* re-check after a reclaim that freed nothing */
 
-/* One blocked eng_acquire(), on its caller's stack. */
+/* One blocked eng_acquire(), on its caller's stack. Only the head of the
+ * queue can be served, so only it is woken by releases (no herd). */
 typedef struct waiter {
     struct waiter *next;
     eng_client *c;
+    pthread_cond_t cv;
 } waiter;
 
 struct mts_engine {
     pthread_mutex_t mu;
     pthread_cond_t work_cv;   /* workers: a job to run, or stop */
-    pthread_cond_t budget_cv; /* waiters: bytes released, head changed, nothing in flight */
     /* All below guarded by mu, except the const ones. */
     eng_job *run_head, *run_tail; /* submitted, not yet taken by a worker */
     uint64_t pending;             /* jobs submitted, not drained, all clients */
@@ -32,9 +33,17 @@ struct mts_engine {
     uint64_t held, peak, wait_ns, jobs, busy_ns, reclaims;
     eng_worker *workers;
     pthread_t *threads;
+    eng_worker *helpers;          /* idle helper contexts (eng_wait_idle), linked by next */
+    unsigned nhelpers;            /* made so far */
 };
 
 /* ---- workers ---------------------------------------------------------------- */
+
+/* With mu held: the waiter at the head of the budget queue re-checks. */
+static void wake_head(mts_engine *e)
+{
+    if (e->wait_head) pthread_cond_signal(&e->wait_head->cv);
+}
 
 /* With mu held: drains c's finished jobs from the head of its order. */
 static void drain_ready(mts_engine *e, eng_client *c)
@@ -51,8 +60,14 @@ static void drain_ready(mts_engine *e, eng_client *c)
         c->pending--;
         e->pending--;
         if (c->pending == 0) pthread_cond_broadcast(&c->cv);
-        if (e->pending == 0 && e->wait_head) pthread_cond_broadcast(&e->budget_cv);
+        if (e->pending == 0) wake_head(e);
     }
+}
+
+static void free_slots(eng_worker *w)
+{
+    for (unsigned k = 0; k < ENG_SLOTS; k++)
+        if (w->slot[k].p) w->slot[k].free_fn(w->slot[k].p);
 }
 
 static void *worker_main(void *arg)
@@ -80,8 +95,7 @@ static void *worker_main(void *arg)
         e->busy_ns += t1 - t0;
     }
     pthread_mutex_unlock(&e->mu);
-    for (unsigned k = 0; k < ENG_SLOTS; k++)
-        if (w->slot[k].p) w->slot[k].free_fn(w->slot[k].p);
+    free_slots(w);
     return NULL;
 }
 
@@ -100,8 +114,13 @@ static void engine_destroy(mts_engine *e)
     pthread_cond_broadcast(&e->work_cv);
     pthread_mutex_unlock(&e->mu);
     for (unsigned i = 0; i < e->started; i++) pthread_join(e->threads[i], NULL);
+    while (e->helpers) {
+        eng_worker *h = e->helpers;
+        e->helpers = h->next;
+        free_slots(h);
+        mts_free(h);
+    }
     pthread_cond_destroy(&e->work_cv);
-    pthread_cond_destroy(&e->budget_cv);
     pthread_mutex_destroy(&e->mu);
     mts_free(e->workers);
     mts_free(e->threads);
@@ -144,7 +163,6 @@ int mts_engine_create(uint32_t threads, uint64_t max_bytes_in_flight, mts_engine
     e->refs = 1;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->work_cv, NULL);
-    pthread_cond_init(&e->budget_cv, NULL);
     for (unsigned i = 0; i < threads; i++) {
         e->workers[i].e = e;
         e->workers[i].index = i;
@@ -208,7 +226,7 @@ void eng_client_destroy(eng_client *c)
     else e->clients = c->next;
     if (c->next) c->next->prev = c->prev;
     e->nclients--;
-    if (e->wait_head) pthread_cond_broadcast(&e->budget_cv);
+    wake_head(e);
     pthread_mutex_unlock(&e->mu);
     pthread_cond_destroy(&c->cv);
     c->e = NULL;
@@ -217,7 +235,7 @@ void eng_client_destroy(eng_client *c)
 
 /* ---- jobs ------------------------------------------------------------------- */
 
-void eng_submit(eng_client *c, eng_job *j)
+static void submit(eng_client *c, eng_job *j, int wake)
 {
     mts_engine *e = c->e;
     j->client = c;
@@ -232,15 +250,67 @@ void eng_submit(eng_client *c, eng_job *j)
     c->order_tail = j;
     c->pending++;
     e->pending++;
-    pthread_cond_signal(&e->work_cv);
+    if (wake) pthread_cond_signal(&e->work_cv);
     pthread_mutex_unlock(&e->mu);
+}
+
+void eng_submit(eng_client *c, eng_job *j) { submit(c, j, 1); }
+void eng_submit_quiet(eng_client *c, eng_job *j) { submit(c, j, 0); }
+
+/* With mu held: takes c's first job that no worker has taken yet. */
+static eng_job *take_own(mts_engine *e, eng_client *c)
+{
+    eng_job *prev = NULL;
+    for (eng_job *j = e->run_head; j; prev = j, j = j->next_run) {
+        if (j->client != c) continue;
+        if (prev) prev->next_run = j->next_run;
+        else e->run_head = j->next_run;
+        if (e->run_tail == j) e->run_tail = prev;
+        return j;
+    }
+    return NULL;
+}
+
+/* With mu held: a context for a caller's thread that runs jobs itself. */
+static eng_worker *get_helper(mts_engine *e)
+{
+    eng_worker *h = e->helpers;
+    if (h) {
+        e->helpers = h->next;
+        return h;
+    }
+    h = mts_calloc(1, sizeof *h);
+    if (h) *h = (eng_worker){.e = e, .index = e->nthreads + e->nhelpers++};
+    return h;
 }
 
 void eng_wait_idle(eng_client *c)
 {
     mts_engine *e = c->e;
     pthread_mutex_lock(&e->mu);
-    while (c->pending) pthread_cond_wait(&c->cv, &e->mu);
+    while (c->pending) {
+        /* Rather than sleep while its own jobs wait for a worker, the caller
+         * runs them: a small writer's last job costs no thread hand-off. */
+        eng_job *j = take_own(e, c);
+        eng_worker *h = j ? get_helper(e) : NULL;
+        if (!h) {
+            if (j) { /* no helper context: give the job back to the workers */
+                j->next_run = e->run_head;
+                e->run_head = j;
+                if (!e->run_tail) e->run_tail = j;
+            }
+            pthread_cond_wait(&c->cv, &e->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&e->mu);
+        c->ops->run(c->ctx, j, h); /* the caller's time: not in the workers' busy stats */
+        pthread_mutex_lock(&e->mu);
+        h->next = e->helpers;
+        e->helpers = h;
+        j->done = 1;
+        e->jobs++;
+        drain_ready(e, c);
+    }
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -287,7 +357,7 @@ int eng_acquire(eng_client *c, uint64_t n)
         pthread_mutex_unlock(&e->mu);
         return 0;
     }
-    waiter me = {NULL, c};
+    waiter me = {NULL, c, PTHREAD_COND_INITIALIZER};
     if (e->wait_tail) e->wait_tail->next = &me;
     else e->wait_head = &me;
     e->wait_tail = &me;
@@ -299,13 +369,13 @@ int eng_acquire(eng_client *c, uint64_t n)
             break;
         }
         if (e->wait_head != &me) {
-            pthread_cond_wait(&e->budget_cv, &e->mu);
+            pthread_cond_wait(&me.cv, &e->mu);
             continue;
         }
         if (e->held + n <= e->cap) break;
         eng_client *v = e->pending == 0 ? pick_victim(e) : NULL;
         if (!v) {
-            pthread_cond_wait(&e->budget_cv, &e->mu);
+            pthread_cond_wait(&me.cv, &e->mu);
             continue;
         }
         /* Nothing in flight will free bytes: make the largest holder give back. */
@@ -316,9 +386,9 @@ int eng_acquire(eng_client *c, uint64_t n)
         v->ops->reclaim(v->ctx);
         pthread_mutex_lock(&e->mu);
         if (--v->reclaiming == 0) pthread_cond_broadcast(&v->cv);
-        if (e->held == held0 && v->reclaimable == rec0) timed_wait(&e->budget_cv, &e->mu, RECLAIM_RETRY_NS);
+        if (e->held == held0 && v->reclaimable == rec0) timed_wait(&me.cv, &e->mu, RECLAIM_RETRY_NS);
     }
-    /* Leave the queue; the next waiter becomes head. */
+    /* Leave the queue; the next waiter may be the new head. */
     waiter **pp = &e->wait_head;
     waiter *prev = NULL;
     while (*pp != &me) {
@@ -331,8 +401,9 @@ int eng_acquire(eng_client *c, uint64_t n)
     uint64_t waited = mts_now_ns() - t0;
     c->wait_ns += waited;
     e->wait_ns += waited;
-    pthread_cond_broadcast(&e->budget_cv);
+    wake_head(e);
     pthread_mutex_unlock(&e->mu);
+    pthread_cond_destroy(&me.cv);
     return rc;
 }
 
@@ -355,7 +426,7 @@ void eng_release(eng_client *c, uint64_t n)
     assert(n <= c->held && n <= e->held);
     c->held -= n;
     e->held -= n;
-    if (e->wait_head) pthread_cond_broadcast(&e->budget_cv);
+    wake_head(e);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -374,7 +445,8 @@ void eng_client_abort(eng_client *c)
     mts_engine *e = c->e;
     pthread_mutex_lock(&e->mu);
     c->aborted = 1;
-    pthread_cond_broadcast(&e->budget_cv);
+    for (waiter *w = e->wait_head; w; w = w->next)
+        if (w->c == c) pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -79,8 +79,9 @@ typedef struct eng_slot {
 
 struct eng_worker {
     mts_engine *e;
-    unsigned index;
+    unsigned index;            /* workers 0..threads-1; callers helping in eng_wait_idle above */
     eng_slot slot[ENG_SLOTS];
+    struct eng_worker *next;   /* the engine's idle helpers; guarded by engine.mu */
 };
 
 /* Registers a client: takes a reference on the engine. */
@@ -90,7 +91,11 @@ int eng_client_init(eng_client *c, mts_engine *e, const eng_client_ops *ops, voi
 void eng_client_destroy(eng_client *c);
 
 void eng_submit(eng_client *c, eng_job *job);
-/* Blocks until every job this client submitted has been drained. */
+/* Queues the job without waking a worker: for a job the caller is about to
+ * run itself in eng_wait_idle (a worker that comes by may still take it). */
+void eng_submit_quiet(eng_client *c, eng_job *job);
+/* Blocks until every job this client submitted has been drained; meanwhile
+ * the calling thread runs those of its jobs no worker has taken yet. */
 void eng_wait_idle(eng_client *c);
 
 /* Blocks until n bytes fit. MTS_E_OVERFLOW if n exceeds the cap,

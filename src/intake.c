@@ -58,7 +58,7 @@ static int acquire(mts_writer *w, uint64_t n)
  * spanning in->base[offs[k], offs[k+1]). Empty partitions get no segment.
  * Job charges come from *prepaid while it lasts, else from the budget. */
 static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_last, const uint64_t *offs,
-                        destination *dest, uint64_t *prepaid)
+                        destination *dest, uint64_t *prepaid, int quiet)
 {
     uint32_t k = 0, count = p_last - p_first + 1;
     uint64_t pos = offs[0]; /* next byte of in to hand to a job */
@@ -109,7 +109,8 @@ static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_l
         pthread_mutex_lock(&w->mu);
         in->refs++;
         pthread_mutex_unlock(&w->mu);
-        eng_submit(&w->client, &j->base);
+        if (quiet) eng_submit_quiet(&w->client, &j->base);
+        else eng_submit(&w->client, &j->base);
     }
 }
 
@@ -125,7 +126,7 @@ static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, ui
                            destination *dest)
 {
     inbuf in = {NULL, data, 0, 1};
-    int rc = submit_range(w, &in, p_first, p_last, offs, dest, NULL);
+    int rc = submit_range(w, &in, p_first, p_last, offs, dest, NULL, 0);
     inbuf_unref(w, &in);
     inbuf_wait_borrowed(w, &in);
     return rc;
@@ -133,13 +134,16 @@ static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, ui
 
 /* ---- partition-ordered intake: the stage ----------------------------------------- */
 
-static int stage_flush(mts_writer *w)
+/* last: the input ends here and the caller waits for the job next, so it
+ * runs the job itself rather than hand it to a worker. */
+static int stage_flush(mts_writer *w, int last)
 {
     inbuf *in = w->stage;
     if (!in) return 0;
     w->stage = NULL;
     uint64_t offs[2] = {0, w->stage_used};
-    int rc = submit_range(w, in, (uint32_t)w->cur_part, (uint32_t)w->cur_part, offs, &w->out.d, &w->stage_prepaid);
+    int rc = submit_range(w, in, (uint32_t)w->cur_part, (uint32_t)w->cur_part, offs, &w->out.d, &w->stage_prepaid,
+                          last);
     eng_release(&w->client, w->stage_prepaid);
     w->stage_prepaid = 0;
     inbuf_unref(w, in); /* the producer's reference */
@@ -168,7 +172,7 @@ static int stage_new(mts_writer *w)
 int intake_stream(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
 {
     if ((int64_t)p != w->cur_part) {
-        FORWARD_IF_ERROR(stage_flush(w));
+        FORWARD_IF_ERROR(stage_flush(w, 0));
         w->cur_part = p;
     }
     while (len) {
@@ -178,7 +182,7 @@ int intake_stream(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
         w->stage_used += n;
         b += n;
         len -= n;
-        if (w->stage_used == w->job_size) FORWARD_IF_ERROR(stage_flush(w));
+        if (w->stage_used == w->job_size) FORWARD_IF_ERROR(stage_flush(w, 0));
     }
     return 0;
 }
@@ -266,7 +270,7 @@ static int arena_flush(mts_writer *w)
     w->arena_used = w->arena_payload = 0;
     w->arena_parts = 0;
     w->arena_epoch++;
-    int rc = submit_range(w, in, 0, n - 1, w->counts, w->held_dest, &prepaid);
+    int rc = submit_range(w, in, 0, n - 1, w->counts, w->held_dest, &prepaid, 0);
     w->arena_reserved = w->arena_cap + prepaid;
     inbuf_unref(w, in);
     return rc;
@@ -304,9 +308,9 @@ int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
     return 0;
 }
 
-int intake_flush(mts_writer *w)
+int intake_flush(mts_writer *w, int last)
 {
-    FORWARD_IF_ERROR(stage_flush(w));
+    FORWARD_IF_ERROR(stage_flush(w, last));
     if (w->arena) {
         FORWARD_IF_ERROR(arena_flush(w));
         arena_drop(w);
@@ -316,7 +320,7 @@ int intake_flush(mts_writer *w)
 
 int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest)
 {
-    FORWARD_IF_ERROR(intake_flush(w)); /* keeps arrival order; holds nothing of its own after */
+    FORWARD_IF_ERROR(intake_flush(w, 0)); /* keeps arrival order; holds nothing of its own after */
     return submit_borrowed(w, data, 0, w->o.num_partitions - 1, offsets, dest);
 }
 

@@ -262,9 +262,11 @@ static void runs_discard(destination *d)
     mts_free(r->runs);
     r->runs = NULL;
     r->nruns = r->runs_cap = 0;
-    if (r->fd >= 0) close(r->fd);
+    if (r->fd >= 0) { /* the run file exists while it is open */
+        close(r->fd);
+        unlink(r->path);
+    }
     r->fd = -1;
-    if (r->path[0]) unlink(r->path);
     pthread_mutex_unlock(&r->mu);
 }
 

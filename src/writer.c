@@ -111,8 +111,8 @@ static void release_all(mts_writer *w, int remove_data)
     if (w->client_up) eng_wait_idle(&w->client);
     intake_free(w);
     if (w->held_dest) w->held_dest->ops->discard(w->held_dest);
+    if (remove_data && w->out.fd >= 0) unlink(w->out.path); /* ours while open */
     out_close(&w->out);
-    if (remove_data && w->out.path[0]) unlink(w->out.path);
 }
 
 /* Moves an open writer whose work failed into ST_FAILED; returns the error. */
@@ -299,7 +299,7 @@ fail:
 /* The partition id went down: a new run starts. */
 static int enter_held(mts_writer *w)
 {
-    FORWARD_IF_ERROR(intake_flush(w));
+    FORWARD_IF_ERROR(intake_flush(w, 0));
     eng_wait_idle(&w->client);
     if (writer_failed(w)) return writer_failed(w);
     FORWARD_IF_ERROR(runs_adopt(&w->runs, &w->out));
@@ -369,7 +369,7 @@ int mts_writer_add_batch(mts_writer *w, const void *data, const uint64_t *offset
  * checksums are then in w->out. On failure the writer is failed. */
 static int complete_data(mts_writer *w, const char *op)
 {
-    int rc = intake_flush(w);
+    int rc = intake_flush(w, 1);
     eng_wait_idle(&w->client);
     if (rc == 0) rc = writer_failed(w);
     if (rc == 0 && w->mode == MODE_HELD) rc = w->held_dest->ops->finish(w->held_dest, &w->out);
@@ -453,11 +453,12 @@ void mts_writer_free(mts_writer *w)
     if (!w) return;
     if (w->state == ST_OPEN) mts_writer_abort(w);
     if (w->state != ST_COMMITTED) release_all(w, 1);
-    runs_free(&w->runs);
-    part_files_free(&w->parts);
-    /* After the destinations gave everything back; waits out reclaim calls. */
+    /* Everything is given back; this waits out reclaim calls from other
+     * clients' threads, which use the run store until then. */
     if (w->client_up) eng_client_destroy(&w->client);
     w->client_up = 0;
+    runs_free(&w->runs);
+    part_files_free(&w->parts);
     out_free(&w->out);
     mts_free(w->plan);
     pthread_cond_destroy(&w->cv);

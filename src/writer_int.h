@@ -122,8 +122,9 @@ int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len);
 /* Hands a borrowed batch (partitions [0, n)) to jobs bound for dest; returns
  * once no job reads it any more. */
 int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest);
-/* Submits what the stage and arena hold; frees the empty arena. */
-int intake_flush(mts_writer *w);
+/* Submits what the stage and arena hold; frees the empty arena. last: the
+ * input ends here (the caller runs the stage's job itself). */
+int intake_flush(mts_writer *w, int last);
 void intake_free(mts_writer *w);
 uint64_t intake_arena_cap(const mts_writer *w);
 

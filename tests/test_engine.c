@@ -26,7 +26,7 @@ typedef struct tclient {
     int reclaimed;
 } tclient;
 
-static int workers_seen[8];
+static int workers_seen[64];
 
 static void run(void *ctx, eng_job *j, eng_worker *w)
 {
@@ -34,7 +34,7 @@ static void run(void *ctx, eng_job *j, eng_worker *w)
     tjob *t = (tjob *)j;
     usleep(t->delay_us);
     t->ran = 1;
-    __atomic_store_n(&workers_seen[w->index], 1, __ATOMIC_RELAXED);
+    if (w->index < 64) __atomic_store_n(&workers_seen[w->index], 1, __ATOMIC_RELAXED);
 }
 
 static void drain(void *ctx, eng_job *j)

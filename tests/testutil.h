@@ -19,7 +19,7 @@ static int test_checks;
 
 #define CHECK(cond)                                                                        \
     do {                                                                                   \
-        test_checks++;                                                                     \
+        __atomic_add_fetch(&test_checks, 1, __ATOMIC_RELAXED);                            \
         if (!(cond)) {                                                                     \
             fprintf(stderr, "%s:%d: CHECK failed: %s (seed %llu)\n", __FILE__, __LINE__,  \
                     #cond, (unsigned long long)test_seed);                                 \
@@ -30,7 +30,7 @@ static int test_checks;
 #define CHECK_RC(expr)                                                                     \
     do {                                                                                   \
         int check_rc_ = (expr);                                                            \
-        test_checks++;                                                                     \
+        __atomic_add_fetch(&test_checks, 1, __ATOMIC_RELAXED);                            \
         if (check_rc_ < 0) {                                                               \
             fprintf(stderr, "%s:%d: %s returned %d (%s) (seed %llu)\n", __FILE__, __LINE__, \
                     #expr, check_rc_, mts_strerror(check_rc_), (unsigned long long)test_seed); \
