@@ -23,7 +23,7 @@ static void part_name(const part_files *pf, uint32_t p, char *buf, size_t len)
 
 static int open_part(part_files *pf, uint32_t p)
 {
-    char name[MTS_PATH_CAP + 16];
+    char name[MTS_PATH_CAP + 80];
     part_name(pf, p, name, sizeof name);
     int flags = O_RDWR | O_CREAT | O_APPEND | (pf->fd[p] == FD_CLOSED ? 0 : O_TRUNC);
     int fd = fio_open(name, flags, 0644);
@@ -50,7 +50,7 @@ static int pf_put(destination *d, chunk **c, uint32_t n)
         uint32_t p = c[i]->partition;
         if (rc == 0 && pf->fd[p] < 0) rc = open_part(pf, p);
         if (rc == 0 && (rc = fio_write_all(pf->fd[p], c[i]->data, c[i]->len)) < 0) {
-            char name[MTS_PATH_CAP + 16];
+            char name[MTS_PATH_CAP + 80];
             part_name(pf, p, name, sizeof name);
             dest_fail(env, rc, "write partition file %s (partition %u)", name, p);
         }
@@ -72,7 +72,7 @@ static int pf_finish(destination *d, out_file *out)
     const dest_env *env = pf->env;
     int rc = out_create(out); /* normally open since the writer started */
     if (rc < 0) return dest_fail(env, rc, "create data file %s", out->path);
-    char name[MTS_PATH_CAP + 16];
+    char name[MTS_PATH_CAP + 80];
     for (uint32_t p = 0; p < env->nparts; p++) {
         if (pf->fd[p] == -1) continue;
         part_name(pf, p, name, sizeof name);
@@ -93,7 +93,7 @@ static int pf_finish(destination *d, out_file *out)
 static void pf_discard(destination *d)
 {
     part_files *pf = (part_files *)d;
-    char name[MTS_PATH_CAP + 16];
+    char name[MTS_PATH_CAP + 80];
     for (uint32_t p = 0; pf->fd && p < pf->env->nparts; p++) {
         if (pf->fd[p] == -1) continue;
         if (pf->fd[p] >= 0) close(pf->fd[p]);

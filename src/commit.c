@@ -1,4 +1,5 @@
 #include <dirent.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,59 +41,89 @@ void dir_unlock(int fd)
     if (fd >= 0) close(fd); /* closing releases the lock */
 }
 
-static int is_token(const char *p)
-{
-    for (int i = 0; i < 32; i++)
-        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f'))) return 0;
-    return p[32] == 0 || p[32] == '.';
-}
-
-/* 1 if someone holds the anchor's lock (or it cannot be checked), 0 if not
- * or if it is gone. */
+/* 1 if someone holds the lock of the file at path (or it cannot be
+ * checked), 0 if not or if it is gone. */
 static int anchor_live(const char *path)
 {
     int fd = fio_open(path, O_RDONLY, 0);
-    if (fd < 0) return fd != -ENOENT; /* gone: dead; unreadable: leave it alone */
+    if (fd < 0) return fd != -ENOENT; /* unreadable: leave it alone */
     int live = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(fd);
     return live;
 }
 
-int cleanup_stale(const char *dir, const char *data_final, const char *own_token)
+static uint32_t unlink_counted(const char *path) { return unlink(path) == 0; }
+
+/* Removes the partition files "<anchor>.p<i>" of a dead baseline attempt:
+ * the one place that lists the directory, and only for a dead attempt. */
+static uint32_t remove_part_files(const char *anchor)
 {
-    /* Names of the same map output: "<base>.<kind>.<token>[.suffix]" where
-     * base is the final data name without ".data". */
-    const char *slash = strrchr(data_final, '/');
-    const char *data_name = slash ? slash + 1 : data_final;
-    size_t base_len = strlen(data_name) - strlen(".data");
-    int dfd = fio_open(dir, O_RDONLY | O_DIRECTORY, 0);
-    if (dfd < 0) return dfd;
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        int rc = -errno;
-        close(dfd);
-        return rc;
-    }
-    int removed = 0;
+    const char *slash = strrchr(anchor, '/');
+    const char *name = slash ? slash + 1 : anchor;
+    char dir[MTS_PATH_CAP], p[MTS_PATH_CAP + 512];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - anchor) : 1, slash ? anchor : ".");
+    size_t nlen = strlen(name);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    uint32_t n = 0;
     struct dirent *e;
-    char path[MTS_PATH_CAP + 8], anchor[MTS_PATH_CAP];
     while ((e = readdir(d))) {
-        const char *n = e->d_name;
-        if (strncmp(n, data_name, base_len) != 0 || n[base_len] != '.') continue;
-        const char *kind = n + base_len + 1, *tok = NULL;
-        if (!strncmp(kind, "data.", 5)) tok = kind + 5;
-        else if (!strncmp(kind, "index.", 6)) tok = kind + 6;
-        else if (!strncmp(kind, "checksum.", 9) && (tok = strchr(kind + 9, '.'))) tok++;
-        if (!tok || !is_token(tok) || !strncmp(tok, own_token, 32)) continue;
-        snprintf(anchor, sizeof anchor, "%s.%.32s", data_final, tok);
-        if (anchor_live(anchor)) continue;
-        snprintf(path, sizeof path, "%s.run", anchor);
-        if (anchor_live(path)) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, n);
-        if (unlink(path) == 0) removed++;
+        const char *q = e->d_name;
+        if (strncmp(q, name, nlen) || q[nlen] != '.' || q[nlen + 1] != 'p' || q[nlen + 2] < '0' || q[nlen + 2] > '9')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, q);
+        n += unlink_counted(p);
     }
     closedir(d);
-    return removed;
+    return n;
+}
+
+/* Every temp file of attempt slot k of a map output, anchor last. */
+static uint32_t remove_attempt(const char *data_final, const char *index_final, uint32_t k)
+{
+    char p[MTS_PATH_CAP + 64], base[MTS_PATH_CAP];
+    uint32_t n = 0;
+    snprintf(p, sizeof p, "%s.%u.run", data_final, k);
+    n += unlink_counted(p);
+    snprintf(p, sizeof p, "%s.%u", data_final, k);
+    n += remove_part_files(p);
+    snprintf(p, sizeof p, "%s.%u", index_final, k);
+    n += unlink_counted(p);
+    static const mts_checksum algos[] = {MTS_CHECKSUM_ADLER32, MTS_CHECKSUM_CRC32, MTS_CHECKSUM_CRC32C};
+    for (int a = 0; a < 3; a++) {
+        if (layout_sibling(base, sizeof base, data_final, LAYOUT_CHECKSUM, algos[a]) < 0) continue;
+        snprintf(p, sizeof p, "%s.%u", base, k);
+        n += unlink_counted(p);
+    }
+    snprintf(p, sizeof p, "%s.%u", data_final, k);
+    return n + unlink_counted(p);
+}
+
+int attempt_claim(const char *data_final, const char *index_final, uint32_t *slot, char *anchor, size_t len,
+                  uint32_t *removed)
+{
+    *removed = 0;
+    for (uint32_t k = 0; k < MAX_ATTEMPT_SLOTS; k++) {
+        if (snprintf(anchor, len, "%s.%u", data_final, k) >= (int)len) return -ENAMETOOLONG;
+        int fd = fio_open(anchor, O_RDWR | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* a fresh file: cannot be contended */
+                int rc = -errno;
+                close(fd);
+                unlink(anchor);
+                return rc;
+            }
+            *slot = k;
+            return fd;
+        }
+        if (fd != -EEXIST) return fd;
+        char run[MTS_PATH_CAP + 8];
+        snprintf(run, sizeof run, "%s.run", anchor);
+        if (anchor_live(anchor) || anchor_live(run)) continue; /* a live attempt's slot */
+        *removed += remove_attempt(data_final, index_final, k);
+        k--; /* the slot is free now: claim it */
+    }
+    return -EMFILE;
 }
 
 /* Existing checksums, if the file is there and whole; 0 on success. */
@@ -181,9 +212,17 @@ int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, i
         goto out;
     }
 
-    stage = "rename data";
+    /* The data file goes into place as a second name of our temp file, so
+     * the temp name (the attempt's anchor) stays until everything else is
+     * in place or gone: a crash leaves either the anchor or nothing. */
+    stage = "link data";
     file = r->data_final;
-    if ((rc = fio_rename(r->data_tmp, r->data_final)) < 0) goto out;
+    rc = fio_link(r->data_tmp, r->data_final);
+    if (rc == -EEXIST) { /* an incomplete earlier output (no valid index): replaced */
+        unlink(r->data_final);
+        rc = fio_link(r->data_tmp, r->data_final);
+    }
+    if (rc < 0) goto out;
     data_placed = 1;
     if (r->checksum_final) {
         stage = "rename checksum";
@@ -211,7 +250,7 @@ out:
     }
     if (!index_placed) unlink(index_tmp); /* renamed away otherwise */
     if (sum_written) unlink(sum_tmp);
-    if (rc < 0 || *adopted) unlink(r->data_tmp);
+    unlink(r->data_tmp); /* committed under its final name, adopted, or failed */
     if (dirfd >= 0) close(dirfd); /* releases the lock */
     mts_free(buf);
     return rc;

@@ -13,7 +13,7 @@ typedef struct commit_req {
     const char *data_final;
     const char *index_final;
     const char *checksum_final; /* NULL: no checksum file */
-    const char *token;          /* suffix for the index/checksum temp names */
+    const char *token;          /* suffix of the index/checksum temp names: the attempt slot */
     uint32_t num_partitions;
     int fsync;
 } commit_req;
@@ -23,7 +23,8 @@ typedef struct commit_req {
  * equal to its last offset), it is adopted: lengths and checksums are
  * overwritten with the existing ones, our temp files are deleted and
  * *adopted is 1. The index rename is the commit point: data and checksum go
- * into place first, so a crash leaves either no index or a complete output.
+ * into place first, so a crash leaves either no index or a complete output;
+ * the data temp file (the attempt's anchor) is removed last.
  * Commits in one directory are serialised by flock() on the directory, so
  * concurrent attempts in other processes see each other's complete output.
  * On failure nothing of ours stays under a final name; err receives a
@@ -36,12 +37,22 @@ int commit_output(const commit_req *r, uint64_t *lengths, uint32_t *checksums, i
 int dir_lock(const char *dir);
 void dir_unlock(int fd);
 
-/* With the directory lock held: removes the temp files of earlier attempts
- * of the same map output that are no longer running. Every live writer holds
- * an flock on its anchor (<data_final>.<token>, or the same with ".run"), so
- * a token whose anchor can be locked, or is gone, belongs to a dead attempt.
- * data_final is the final data path; own_token is skipped. Returns how many
- * files were removed, or -errno. */
-int cleanup_stale(const char *dir, const char *data_final, const char *own_token);
+/* Attempts of one map output. Attempt k names its temp files after the
+ * final names: "<data>.<k>" (the data file, also the attempt's anchor),
+ * "<data>.<k>.run", "<data>.<k>.p<partition>" (baseline), "<index>.<k>",
+ * "<checksum>.<k>".
+ * A live attempt holds an flock on its anchor (or, while the anchor is
+ * being replaced, on its run file); an anchor nobody holds belongs to a dead
+ * attempt. The anchor is removed last (commit_output), so a dead attempt
+ * always leaves its anchor behind with whatever else it left.
+ *
+ * With the directory lock held: claims the first free slot, removing every
+ * file of dead attempts in the slots before it (no directory listing: a
+ * claim costs one open when no attempt died). Returns the locked anchor's
+ * fd, its path in anchor and the slot in *slot; *removed counts the files of
+ * dead attempts removed. */
+#define MAX_ATTEMPT_SLOTS 1024u
+int attempt_claim(const char *data_final, const char *index_final, uint32_t *slot, char *anchor, size_t len,
+                  uint32_t *removed);
 
 #endif

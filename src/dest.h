@@ -103,7 +103,7 @@ typedef struct run_store {
                                 clients' threads (reclaim) */
     chunk **head, **tail;    /* per partition: held chunks in arrival order */
     uint64_t held;           /* their charges */
-    char path[MTS_PATH_CAP];
+    char path[MTS_PATH_CAP + 16];
     int fd;
     uint64_t off;
     run_index *runs;         /* oldest first */
@@ -113,7 +113,8 @@ typedef struct run_store {
 int runs_init(run_store *r, const dest_env *env);
 void runs_free(run_store *r);
 /* What out holds becomes the first run: out's file is renamed to r->path
- * (no copy) and out forgets it. */
+ * (no copy), out forgets it and creates an empty file under its name (the
+ * attempt's anchor stays). */
 int runs_adopt(run_store *r, out_file *out);
 /* Writes every held chunk to the run file as one new run. Any thread. */
 int runs_spill(run_store *r);
@@ -122,7 +123,7 @@ int runs_spill(run_store *r);
 typedef struct part_files {
     destination d;           /* put: append to partition files; finish: concatenate */
     const dest_env *env;
-    char base[MTS_PATH_CAP]; /* partition p's file is "<base>.p<p>" */
+    char base[MTS_PATH_CAP + 48]; /* partition p's file is "<base>.p<p>" */
     int *fd;                 /* per partition: -1 none, FD_CLOSED, or open */
     uint64_t *len;
     uint32_t *sum;

@@ -54,6 +54,13 @@ int fio_rename(const char *from, const char *to)
     return rename(from, to) == 0 ? 0 : -errno;
 }
 
+int fio_link(const char *from, const char *to)
+{
+    int rc = fault(MTS_FAULT_RENAME);
+    if (rc) return rc;
+    return link(from, to) == 0 ? 0 : -errno;
+}
+
 int fio_fsync(int fd)
 {
     int rc = fault(MTS_FAULT_FSYNC);

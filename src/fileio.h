@@ -8,13 +8,13 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-/* Every open, write, fsync, rename and copy of the library goes through these
+/* Every open, write, fsync, rename, link and copy of the library goes through these
  * wrappers, so tests can make the n-th call of a kind fail (fault injection). */
 enum {
     MTS_FAULT_WRITE = 0,  /* write/writev */
     MTS_FAULT_PWRITE = 1, /* the writes of the pread/pwrite fallback copy, pwrite */
     MTS_FAULT_FSYNC = 2,
-    MTS_FAULT_RENAME = 3,
+    MTS_FAULT_RENAME = 3, /* rename and link */
     MTS_FAULT_COPY = 4,   /* copy_file_range */
     MTS_FAULT_OPEN = 5,
     MTS_FAULT_KINDS = 6
@@ -26,6 +26,7 @@ uint64_t mts__fault_calls(int kind); /* calls of kind since it was last armed */
 
 int fio_open(const char *path, int flags, int mode); /* fd, or -errno */
 int fio_rename(const char *from, const char *to);
+int fio_link(const char *from, const char *to);
 int fio_fsync(int fd);
 int fio_write_all(int fd, const void *buf, size_t len);
 int fio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);

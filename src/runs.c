@@ -307,6 +307,10 @@ int runs_adopt(run_store *r, out_file *out)
     r->fd = out->fd;
     r->off = out->off;
     out->fd = -1;
+    if ((rc = out_create(out)) < 0) { /* the attempt's anchor again, empty */
+        pthread_mutex_unlock(&r->mu);
+        return dest_fail(r->env, rc, "create data file %s", out->path);
+    }
     uint32_t count = 0;
     for (uint32_t p = 0; p < r->env->nparts; p++) count += out->len[p] != 0;
     run_entry *e = new_entries(r, count);

@@ -173,10 +173,13 @@ static int validate(const mts_writer_options *o, char *err, size_t len)
 
 /* Final names, the data file's temp name (final name + random token, as
  * Spark names its temp files) and the run file beside it. */
+/* Final names; in data_path mode the caller's data path and a run file
+ * beside it. The data file's temp name comes with the attempt slot, at
+ * open_outputs(). */
 static int build_names(mts_writer *w)
 {
-    char tmp[MTS_PATH_CAP];
     if (w->o.data_path) { /* the caller names the data file and commits */
+        char tmp[MTS_PATH_CAP];
         FORWARD_IF_ERROR(fio_temp_name(tmp, sizeof tmp, "x"));
         memcpy(w->token, tmp + 2, TOKEN_LEN + 1);
         snprintf(w->out.path, sizeof w->out.path, "%s", w->o.data_path);
@@ -190,12 +193,8 @@ static int build_names(mts_writer *w)
         dst[i][0] = 0;
         if (kinds[i] == LAYOUT_CHECKSUM && w->o.checksum == MTS_CHECKSUM_NONE) continue;
         FORWARD_IF_ERROR(mts_output_name(name, sizeof name, w->o.shuffle_id, w->o.map_id, kinds[i], w->o.checksum));
-        if (snprintf(dst[i], MTS_PATH_CAP, "%s/%s", w->dir, name) >= MTS_PATH_CAP) return -ENAMETOOLONG;
+        if (snprintf(dst[i], MTS_PATH_CAP, "%s/%s", w->dir, name) >= MTS_PATH_CAP - 32) return -ENAMETOOLONG;
     }
-    FORWARD_IF_ERROR(fio_temp_name(tmp, sizeof tmp, w->data_final));
-    memcpy(w->token, tmp + strlen(w->data_final) + 1, TOKEN_LEN + 1);
-    snprintf(w->out.path, sizeof w->out.path, "%s", tmp);
-    if (snprintf(w->runs.path, sizeof w->runs.path, "%s.run", tmp) >= MTS_PATH_CAP) return -ENAMETOOLONG;
     return 0;
 }
 
@@ -209,20 +208,27 @@ static void fit_sizes(mts_writer *w, uint64_t cap)
 
 static int open_outputs(mts_writer *w, const char **what)
 {
-    /* Under the directory lock: clear what dead attempts of this map output
-     * left, and create (and lock) our own data file. */
+    if (w->o.data_path) {
+        *what = "create the data file";
+        snprintf(w->parts.base, sizeof w->parts.base, "%s.%s", w->out.path, w->token); /* as the run file */
+        return out_create(&w->out);
+    }
+    /* Under the directory lock: claim an attempt slot, clearing what dead
+     * attempts of this map output left; the slot's anchor is our data file. */
     *what = "lock the directory";
     int dfd = dir_lock(w->dir);
     if (dfd < 0) return dfd;
-    *what = "remove the temp files of earlier attempts";
-    int rc = w->o.data_path ? 0 : cleanup_stale(w->dir, w->data_final, w->token);
-    if (rc >= 0) {
-        w->stale_removed = (uint32_t)rc;
-        *what = "create the data file";
-        rc = out_create(&w->out);
-    }
+    *what = "claim an attempt slot (create the data file)";
+    uint32_t slot, removed;
+    int fd = attempt_claim(w->data_final, w->index_final, &slot, w->out.path, sizeof w->out.path, &removed);
     dir_unlock(dfd);
-    return rc;
+    if (fd < 0) return fd;
+    w->out.fd = fd;
+    w->stale_removed = removed;
+    snprintf(w->token, sizeof w->token, "%u", slot);
+    snprintf(w->runs.path, sizeof w->runs.path, "%s.run", w->out.path);
+    if (w->o.strategy == MTS_STRATEGY_BASELINE) snprintf(w->parts.base, sizeof w->parts.base, "%s", w->out.path);
+    return 0;
 }
 
 int mts_writer_create(const mts_writer_options *opts, mts_writer **out, char *errbuf, size_t errlen)
@@ -282,7 +288,6 @@ int mts_writer_create(const mts_writer_options *opts, mts_writer **out, char *er
     if (!w->plan) { rc = MTS_E_NOMEM; goto fail; }
     what = "name the output files";
     if ((rc = build_names(w)) < 0) goto fail;
-    if (opts->strategy == MTS_STRATEGY_BASELINE) snprintf(w->parts.base, sizeof w->parts.base, "%s", w->out.path);
     if ((rc = open_outputs(w, &what)) < 0) goto fail;
     w->state = ST_OPEN;
     *out = w;
@@ -302,7 +307,16 @@ static int enter_held(mts_writer *w)
     FORWARD_IF_ERROR(intake_flush(w, 0));
     eng_wait_idle(&w->client);
     if (writer_failed(w)) return writer_failed(w);
-    FORWARD_IF_ERROR(runs_adopt(&w->runs, &w->out));
+    /* The data file becomes the run file and a fresh anchor takes its name:
+     * under the directory lock, which attempt claims hold too. */
+    int dfd = w->o.data_path ? -1 : dir_lock(w->dir);
+    if (dfd < 0 && !w->o.data_path) {
+        writer_fail(w, dfd, "lock the directory %s", w->dir);
+        return dfd;
+    }
+    int rc = runs_adopt(&w->runs, &w->out);
+    dir_unlock(dfd);
+    FORWARD_IF_ERROR(rc);
     w->mode = MODE_HELD;
     return 0;
 }

@@ -111,7 +111,7 @@ int main(void)
     r3.data_tmp = "/nonexistent/x";
     uint64_t one[1] = {3};
     CHECK(commit_output(&r3, one, NULL, &adopted, err, sizeof err) == -ENOENT);
-    CHECK(strstr(err, "rename data") != NULL);
+    CHECK(strstr(err, "link data") != NULL);
     CHECK(access(data, F_OK) != 0 && access(idx, F_OK) != 0);
     CHECK(dir_count(dir) == 1); /* only our own data_tmp, which the caller owns */
     rm_rf(dir);
