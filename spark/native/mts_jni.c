@@ -4,7 +4,11 @@
  * partition id and an int length (big-endian, as DataOutputStream writes
  * them) followed by its bytes, and hands a whole buffer over in one call:
  * there is no JNI call per record. Errors become java.io.IOException with
- * the writer's message; bad arguments become IllegalArgumentException. */
+ * the writer's message; bad arguments become IllegalArgumentException.
+ *
+ * Nothing from Java is trusted: the handle knows its partition count, and
+ * every buffer length, array length and offset is checked against it and
+ * against the buffer's capacity before the library sees it. */
 #include <jni.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +16,12 @@
 #include <string.h>
 
 #include "mtshuffle.h"
+
+/* What a Java handle points at. */
+typedef struct jni_writer {
+    mts_writer *w;
+    uint32_t nparts;
+} jni_writer;
 
 static void throw_named(JNIEnv *env, const char *cls, const char *msg)
 {
@@ -35,6 +45,14 @@ JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeShuffleWriter_create(JNIEnv *en
         throw_named(env, "java/lang/NullPointerException", "dataPath");
         return 0;
     }
+    if (partitions < 1 || threads < 1 || budget < 0 || block_size < 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "mtshuffle create: numPartitions %d, threads %d, maxBytesInFlight %lld, blockSize %d: "
+                 "none may be negative, partitions and threads at least 1 (num_partitions)", (int)partitions,
+                 (int)threads, (long long)budget, (int)block_size);
+        throw_named(env, "java/lang/IllegalArgumentException", msg);
+        return 0;
+    }
     const char *path = (*env)->GetStringUTFChars(env, data_path, NULL);
     if (!path) return 0;
     mts_writer_options o;
@@ -55,11 +73,43 @@ JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeShuffleWriter_create(JNIEnv *en
     (*env)->ReleaseStringUTFChars(env, data_path, path);
     if (rc < 0) {
         char msg[1200];
-        snprintf(msg, sizeof msg, "mtshuffle create: %s (%s)", err, mts_strerror(rc));
+        snprintf(msg, sizeof msg, "mtshuffle create: %s", err);
         throw_named(env, rc == MTS_E_ARG ? "java/lang/IllegalArgumentException" : "java/io/IOException", msg);
         return 0;
     }
-    return (jlong)(intptr_t)w;
+    jni_writer *jw = malloc(sizeof *jw);
+    if (!jw) {
+        mts_writer_free(w);
+        throw_named(env, "java/lang/OutOfMemoryError", "mtshuffle create");
+        return 0;
+    }
+    *jw = (jni_writer){w, (uint32_t)partitions};
+    return (jlong)(intptr_t)jw;
+}
+
+static jni_writer *handle(JNIEnv *env, jlong h, const char *what)
+{
+    jni_writer *jw = (jni_writer *)(intptr_t)h;
+    if (!jw) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "%s: the writer is closed", what);
+        throw_named(env, "java/lang/IllegalStateException", msg);
+    }
+    return jw;
+}
+
+/* The direct buffer's address and capacity, or an exception. */
+static const unsigned char *direct(JNIEnv *env, jobject buf, jlong *cap, const char *what)
+{
+    const unsigned char *b = buf ? (*env)->GetDirectBufferAddress(env, buf) : NULL;
+    *cap = buf ? (*env)->GetDirectBufferCapacity(env, buf) : -1;
+    if (!b || *cap < 0) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "%s: the buffer must be a direct ByteBuffer", what);
+        throw_named(env, "java/lang/IllegalArgumentException", msg);
+        return NULL;
+    }
+    return b;
 }
 
 static uint32_t be32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
@@ -68,11 +118,16 @@ JNIEXPORT void JNICALL Java_org_mtshuffle_NativeShuffleWriter_writeTagged(JNIEnv
     jobject buf, jint length)
 {
     (void)cls;
-    mts_writer *w = (mts_writer *)(intptr_t)h;
-    const unsigned char *b = buf ? (*env)->GetDirectBufferAddress(env, buf) : NULL;
-    jlong cap = buf ? (*env)->GetDirectBufferCapacity(env, buf) : -1;
-    if (!w || !b || length < 0 || length > cap) {
-        throw_named(env, "java/lang/IllegalArgumentException", "writeTagged: a direct buffer and 0 <= length <= capacity");
+    jni_writer *jw = handle(env, h, "writeTagged");
+    jlong cap;
+    const unsigned char *b = jw ? direct(env, buf, &cap, "writeTagged") : NULL;
+    if (!b) return;
+    mts_writer *w = jw->w;
+    if (length < 0 || length > cap) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "writeTagged: length %d is not within the buffer's capacity %lld", (int)length,
+                 (long long)cap);
+        throw_named(env, "java/lang/IllegalArgumentException", msg);
         return;
     }
     size_t o = 0, n = (size_t)length;
@@ -82,9 +137,16 @@ JNIEXPORT void JNICALL Java_org_mtshuffle_NativeShuffleWriter_writeTagged(JNIEnv
             return;
         }
         uint32_t p = be32(b + o), len = be32(b + o + 4);
+        if (p >= jw->nparts) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "writeTagged: record at %zu: partition %d is out of range (%u partitions)", o,
+                     (int)p, jw->nparts);
+            throw_named(env, "java/lang/IllegalArgumentException", msg);
+            return;
+        }
         if (len > n - o - 8) {
             char msg[160];
-            snprintf(msg, sizeof msg, "writeTagged: record at %zu claims %u bytes, %zu left", o, len, n - o - 8);
+            snprintf(msg, sizeof msg, "writeTagged: record at %zu claims %d bytes, %zu left", o, (int)len, n - o - 8);
             throw_named(env, "java/lang/IllegalArgumentException", msg);
             return;
         }
@@ -101,44 +163,65 @@ JNIEXPORT void JNICALL Java_org_mtshuffle_NativeShuffleWriter_addBatch(JNIEnv *e
     jlongArray offsets)
 {
     (void)cls;
-    mts_writer *w = (mts_writer *)(intptr_t)h;
-    const unsigned char *b = buf ? (*env)->GetDirectBufferAddress(env, buf) : NULL;
-    jlong cap = buf ? (*env)->GetDirectBufferCapacity(env, buf) : -1;
-    jsize n = offsets ? (*env)->GetArrayLength(env, offsets) : 0;
-    if (!w || !b || n < 2) {
-        throw_named(env, "java/lang/IllegalArgumentException", "addBatch: a direct buffer and numPartitions+1 offsets");
+    jni_writer *jw = handle(env, h, "addBatch");
+    jlong cap;
+    const unsigned char *b = jw ? direct(env, buf, &cap, "addBatch") : NULL;
+    if (!b) return;
+    jsize n = offsets ? (*env)->GetArrayLength(env, offsets) : -1;
+    if (n != (jsize)jw->nparts + 1) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "addBatch: %d offsets, expected numPartitions+1 = %u", (int)n, jw->nparts + 1);
+        throw_named(env, "java/lang/IllegalArgumentException", msg);
         return;
     }
     jlong *offs = (*env)->GetLongArrayElements(env, offsets, NULL);
     if (!offs) return;
-    int bad = offs[n - 1] > cap;
-    int rc = bad ? MTS_E_ARG : mts_writer_add_batch(w, b, (const uint64_t *)offs);
+    /* Each offset within [0, capacity]: the library checks the order. */
+    jsize bad = -1;
+    for (jsize i = 0; i < n && bad < 0; i++)
+        if (offs[i] < 0 || offs[i] > cap) bad = i;
+    int rc = bad >= 0 ? MTS_E_ARG : mts_writer_add_batch(jw->w, b, (const uint64_t *)offs);
+    jlong bad_value = bad >= 0 ? offs[bad] : 0;
     (*env)->ReleaseLongArrayElements(env, offsets, offs, JNI_ABORT);
-    if (bad) throw_named(env, "java/lang/IllegalArgumentException", "addBatch: offsets go past the buffer");
-    else if (rc < 0) throw_rc(env, w, rc, "addBatch");
+    if (bad >= 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "addBatch: offsets[%d] = %lld is not within the buffer's capacity %lld", (int)bad,
+                 (long long)bad_value, (long long)cap);
+        throw_named(env, "java/lang/IllegalArgumentException", msg);
+    } else if (rc < 0) {
+        throw_rc(env, jw->w, rc, "addBatch");
+    }
 }
 
 JNIEXPORT jlongArray JNICALL Java_org_mtshuffle_NativeShuffleWriter_finish(JNIEnv *env, jclass cls, jlong h,
-    jint partitions, jlongArray checksums_out)
+    jlongArray checksums_out)
 {
     (void)cls;
-    mts_writer *w = (mts_writer *)(intptr_t)h;
-    uint64_t *lens = calloc((size_t)partitions + 1, 8), *sums = calloc((size_t)partitions + 1, 8);
-    if (!w || !lens || !sums) {
+    jni_writer *jw = handle(env, h, "finish");
+    if (!jw) return NULL;
+    jsize n = (jsize)jw->nparts;
+    if (checksums_out && (*env)->GetArrayLength(env, checksums_out) < n) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "finish: the checksums array has %d entries, fewer than %d partitions",
+                 (int)(*env)->GetArrayLength(env, checksums_out), (int)n);
+        throw_named(env, "java/lang/IllegalArgumentException", msg);
+        return NULL;
+    }
+    uint64_t *lens = calloc((size_t)n + 1, 8), *sums = calloc((size_t)n + 1, 8);
+    if (!lens || !sums) {
         free(lens);
         free(sums);
         throw_named(env, "java/lang/OutOfMemoryError", "finish");
         return NULL;
     }
-    int rc = mts_writer_finish(w, lens, sums);
+    int rc = mts_writer_finish(jw->w, lens, sums);
     jlongArray out = NULL;
     if (rc < 0) {
-        throw_rc(env, w, rc, "finish");
+        throw_rc(env, jw->w, rc, "finish");
     } else {
-        out = (*env)->NewLongArray(env, partitions);
-        if (out) (*env)->SetLongArrayRegion(env, out, 0, partitions, (const jlong *)lens);
-        if (checksums_out && (*env)->GetArrayLength(env, checksums_out) >= partitions)
-            (*env)->SetLongArrayRegion(env, checksums_out, 0, partitions, (const jlong *)sums);
+        out = (*env)->NewLongArray(env, n);
+        if (out) (*env)->SetLongArrayRegion(env, out, 0, n, (const jlong *)lens);
+        if (checksums_out) (*env)->SetLongArrayRegion(env, checksums_out, 0, n, (const jlong *)sums);
     }
     free(lens);
     free(sums);
@@ -148,8 +231,9 @@ JNIEXPORT jlongArray JNICALL Java_org_mtshuffle_NativeShuffleWriter_finish(JNIEn
 JNIEXPORT jlongArray JNICALL Java_org_mtshuffle_NativeShuffleWriter_stats(JNIEnv *env, jclass cls, jlong h)
 {
     (void)cls;
+    jni_writer *jw = handle(env, h, "stats");
     mts_writer_stats st;
-    if (mts_writer_get_stats((mts_writer *)(intptr_t)h, &st) < 0) return NULL;
+    if (!jw || mts_writer_get_stats(jw->w, &st) < 0) return NULL;
     jlong v[9] = {(jlong)st.bytes_in, (jlong)st.bytes_out, (jlong)st.records, (jlong)st.compress_ns, (jlong)st.write_ns,
                   (jlong)st.budget_wait_ns, (jlong)st.peak_bytes_held, (jlong)st.bytes_spilled, (jlong)st.runs};
     jlongArray out = (*env)->NewLongArray(env, 9);
@@ -159,14 +243,17 @@ JNIEXPORT jlongArray JNICALL Java_org_mtshuffle_NativeShuffleWriter_stats(JNIEnv
 
 JNIEXPORT void JNICALL Java_org_mtshuffle_NativeShuffleWriter_abort(JNIEnv *env, jclass cls, jlong h)
 {
-    (void)env;
     (void)cls;
-    mts_writer_abort((mts_writer *)(intptr_t)h);
+    jni_writer *jw = handle(env, h, "abort");
+    if (jw) mts_writer_abort(jw->w);
 }
 
 JNIEXPORT void JNICALL Java_org_mtshuffle_NativeShuffleWriter_free(JNIEnv *env, jclass cls, jlong h)
 {
     (void)env;
     (void)cls;
-    mts_writer_free((mts_writer *)(intptr_t)h);
+    jni_writer *jw = (jni_writer *)(intptr_t)h;
+    if (!jw) return;
+    mts_writer_free(jw->w);
+    free(jw);
 }

@@ -33,6 +33,91 @@ public class NativeWriterTest {
         return raw;
     }
 
+    interface Call {
+        void run() throws Exception;
+    }
+
+    /** The call must throw IllegalArgumentException whose message contains want. */
+    static void rejects(String what, String want, Call c) throws Exception {
+        try {
+            c.run();
+            check(false, what + ": no exception");
+        } catch (IllegalArgumentException e) {
+            check(e.getMessage() != null && e.getMessage().contains(want), what + ": message '" + e.getMessage() + "'");
+        }
+    }
+
+    /**
+     * Malformed buffers and arrays from the JVM side: each is an
+     * IllegalArgumentException with a message, never a crash, and the writer
+     * stays usable (what it wrote before is committed intact).
+     */
+    static void malformed(Path dir) throws Exception {
+        int n = 8;
+        rejects("negative partitions", "num_partitions", () ->
+                new NativeShuffleWriter(dir.resolve("m0.data").toString(), -3, 1, 1, 32768, 1, 1, 1 << 20, 0, false));
+        rejects("negative budget", "maxBytesInFlight", () ->
+                new NativeShuffleWriter(dir.resolve("m0.data").toString(), n, 1, 1, 32768, 1, 1, -1, 0, false));
+        rejects("unknown codec", "codec", () ->
+                new NativeShuffleWriter(dir.resolve("m0.data").toString(), n, 7, 1, 32768, 1, 1, 1 << 20, 0, false));
+        Path data = dir.resolve("malformed.data");
+        try (NativeShuffleWriter w = new NativeShuffleWriter(data.toString(), n, NativeShuffleWriter.CODEC_LZ4, 1, 32768,
+                NativeShuffleWriter.CHECKSUM_ADLER32, 2, 1 << 20, 0, false)) {
+            ByteBuffer good = ByteBuffer.allocateDirect(64);
+            good.putInt(3).putInt(4).put(new byte[] {9, 8, 7, 6});
+            w.writeTagged(good, good.position());
+            ByteBuffer heap = ByteBuffer.allocate(64);
+            rejects("heap buffer", "direct", () -> w.writeTagged(heap, 8));
+            rejects("null buffer", "direct", () -> w.writeTagged(null, 0));
+            ByteBuffer b = ByteBuffer.allocateDirect(32);
+            rejects("length past capacity", "capacity", () -> w.writeTagged(b, 33));
+            rejects("negative length", "capacity", () -> w.writeTagged(b, -1));
+            b.clear();
+            b.putInt(1).put((byte) 0);
+            rejects("header cut off", "cut off", () -> w.writeTagged(b, 5));
+            b.clear();
+            b.putInt(1).putInt(1000).put(new byte[4]);
+            rejects("record longer than the buffer", "claims", () -> w.writeTagged(b, 12));
+            b.clear();
+            b.putInt(1).putInt(-2).put(new byte[4]);
+            rejects("negative record length", "claims", () -> w.writeTagged(b, 12));
+            b.clear();
+            b.putInt(-1).putInt(1).put((byte) 1);
+            rejects("negative partition", "out of range", () -> w.writeTagged(b, 9));
+            b.clear();
+            b.putInt(n).putInt(1).put((byte) 1);
+            rejects("partition == numPartitions", "out of range", () -> w.writeTagged(b, 9));
+            ByteBuffer batch = ByteBuffer.allocateDirect(100);
+            rejects("offsets too short", "offsets", () -> w.addBatch(batch, new long[n]));
+            rejects("offsets too long", "offsets", () -> w.addBatch(batch, new long[n + 2]));
+            rejects("null offsets", "offsets", () -> w.addBatch(batch, null));
+            long[] neg = new long[n + 1];
+            neg[3] = -5;
+            rejects("negative offset", "offsets[3]", () -> w.addBatch(batch, neg));
+            long[] past = new long[n + 1];
+            Arrays.fill(past, 1, n + 1, 101);
+            rejects("offset past the buffer", "capacity", () -> w.addBatch(batch, past));
+            long[] down = new long[n + 1];
+            Arrays.fill(down, 1, n + 1, 50);
+            down[4] = 10;
+            rejects("decreasing offsets", "offsets", () -> w.addBatch(batch, down));
+            long[] first = new long[n + 1];
+            Arrays.fill(first, 7);
+            rejects("offsets[0] not 0", "offsets[0]", () -> w.addBatch(batch, first));
+            rejects("checksums array too short", "checksums", () -> w.finish(new long[n - 1]));
+            long[] sums = new long[n];
+            long[] lengths = w.finish(sums);
+            check(lengths.length == n && lengths[3] > 0 && Files.size(data) == Arrays.stream(lengths).sum(),
+                    "the writer still commits what came before the bad calls");
+            byte[] got = decoder(NativeShuffleWriter.CODEC_LZ4,
+                    new ByteArrayInputStream(Files.readAllBytes(data), (int) (lengths[0] + lengths[1] + lengths[2]),
+                            (int) lengths[3])).readAllBytes();
+            check(Arrays.equals(got, new byte[] {9, 8, 7, 6}), "partition 3 intact");
+        }
+        Files.deleteIfExists(data);
+        System.out.println("malformed input: every call rejected with IllegalArgumentException");
+    }
+
     public static void main(String[] args) throws Exception {
         Path dir = Paths.get(args[0]);
         int n = 50;
@@ -111,6 +196,7 @@ public class NativeWriterTest {
         } catch (IllegalArgumentException e) {
             check(e.getMessage().contains("num_partitions"), e.getMessage());
         }
+        malformed(dir);
         System.out.println("NativeWriterTest: " + checks + " checks passed");
     }
 }

@@ -27,12 +27,10 @@ public final class NativeShuffleWriter implements AutoCloseable {
     }
 
     private long handle;
-    private final int numPartitions;
 
     public NativeShuffleWriter(String dataPath, int numPartitions, int codec, int level, int blockSize,
                                int checksum, int threads, long maxBytesInFlight, int strategy, boolean fsync)
             throws IOException {
-        this.numPartitions = numPartitions;
         this.handle = create(dataPath, numPartitions, codec, level, blockSize, checksum, threads,
                 maxBytesInFlight, strategy, fsync);
     }
@@ -49,7 +47,7 @@ public final class NativeShuffleWriter implements AutoCloseable {
 
     /** Completes the data file; returns its partition lengths, fills checksums (may be null). */
     public long[] finish(long[] checksums) throws IOException {
-        return finish(live(), numPartitions, checksums);
+        return finish(live(), checksums);
     }
 
     /** bytes in, bytes out, records, compress ns, write ns, budget wait ns, peak bytes held, bytes spilled, runs. */
@@ -80,7 +78,7 @@ public final class NativeShuffleWriter implements AutoCloseable {
             throws IOException;
     private static native void writeTagged(long h, ByteBuffer buf, int length) throws IOException;
     private static native void addBatch(long h, ByteBuffer buf, long[] offsets) throws IOException;
-    private static native long[] finish(long h, int numPartitions, long[] checksums) throws IOException;
+    private static native long[] finish(long h, long[] checksums) throws IOException;
     private static native long[] stats(long h);
     private static native void abort(long h);
     private static native void free(long h);
