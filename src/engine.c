@@ -185,7 +185,7 @@ void mts_engine_free(mts_engine *e)
 int mts_engine_get_stats(const mts_engine *ce, mts_engine_stats *st)
 {
     if (!ce || !st) return MTS_E_ARG;
-    mts_engine *e = (mts_engine *)ce;
+    mts_engine *e = (mts_engine *)(uintptr_t)ce; /* the lock inside is not const */
     pthread_mutex_lock(&e->mu);
     *st = (mts_engine_stats){e->nthreads, e->busy, e->nclients, e->jobs, e->busy_ns, e->held,
                              e->peak, e->cap, e->wait_ns, e->reclaims};

@@ -282,7 +282,7 @@ int map_output_open(map_output *m, const char *path, uint32_t want_n, unsigned f
 
 void map_output_close(map_output *m)
 {
-    if (m->base) munmap((void *)m->base, m->size);
+    if (m->base) munmap((void *)(uintptr_t)m->base, m->size);
     if (m->fd >= 0) close(m->fd);
     mts_free(m->data_path);
     mts_free(m->off);

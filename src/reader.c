@@ -547,7 +547,7 @@ const char *mts_reader_error(const mts_reader *r) { return r ? r->msg : "NULL re
 int mts_reader_get_stats(const mts_reader *cr, mts_reader_stats *st)
 {
     if (!cr || !st) return MTS_E_ARG;
-    mts_reader *r = (mts_reader *)cr;
+    mts_reader *r = (mts_reader *)(uintptr_t)cr;
     pthread_mutex_lock(&r->mu);
     *st = r->st;
     pthread_mutex_unlock(&r->mu);

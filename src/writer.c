@@ -483,13 +483,13 @@ void mts_writer_free(mts_writer *w)
 const char *mts_writer_error(const mts_writer *w)
 {
     if (!w) return "NULL writer";
-    return writer_failed((mts_writer *)w) ? w->fail_msg : w->msg;
+    return writer_failed((mts_writer *)(uintptr_t)w) ? w->fail_msg : w->msg;
 }
 
 int mts_writer_get_stats(const mts_writer *cw, mts_writer_stats *s)
 {
     if (!cw || !s) return MTS_E_ARG;
-    mts_writer *w = (mts_writer *)cw;
+    mts_writer *w = (mts_writer *)(uintptr_t)cw;
 #define LOAD(f) __atomic_load_n(&w->st.f, __ATOMIC_RELAXED)
     *s = (mts_writer_stats){0};
     s->bytes_in = LOAD(bytes_in);

@@ -11,14 +11,9 @@ static char dir[600], data[800], idx[800], sum[800];
 
 static void make_output(uint64_t *s, mts_codec codec, uint32_t n)
 {
-    mts_writer_options o;
-    mts_writer_options_init(&o);
-    o.dir = dir;
-    o.num_partitions = n;
+    mts_writer_options o = test_options(dir, n);
     o.codec = codec;
-    mts_writer *w;
-    char err[256];
-    CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
+    mts_writer *w = test_writer(&o);
     unsigned char rec[3000];
     for (int i = 0; i < 2000; i++) {
         size_t len = 1 + rng_below(s, sizeof rec);

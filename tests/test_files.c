@@ -56,13 +56,9 @@ static void fill_batch(uint64_t *s, unsigned char *data, uint64_t *offs, uint32_
 
 static mts_writer *make(const char *dir, uint32_t n, uint64_t budget, mts_writer_options *o)
 {
-    mts_writer_options_init(o);
-    o->dir = dir;
-    o->num_partitions = n;
+    *o = test_options(dir, n);
     o->max_bytes_in_flight = budget;
-    mts_writer *w;
-    char err[256];
-    CHECK_RC(mts_writer_create(o, &w, err, sizeof err));
+    mts_writer *w = test_writer(o);
     return w;
 }
 
@@ -160,12 +156,9 @@ int main(void)
 
     /* Baseline: one file per non-empty partition, then concatenation. */
     watch(dir);
-    mts_writer_options_init(&o);
-    o.dir = dir;
-    o.num_partitions = n;
+    o = test_options(dir, n);
     o.strategy = MTS_STRATEGY_BASELINE;
-    char err[256];
-    CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
+    w = test_writer(&o);
     fill_batch(&s, data, offs, n, 4000);
     CHECK_RC(mts_writer_add_batch(w, data, offs));
     CHECK_RC(mts_writer_commit(w, NULL, NULL, NULL));
@@ -188,13 +181,11 @@ int main(void)
     getrlimit(RLIMIT_FSIZE, &old);
     cap.rlim_max = old.rlim_max;
     for (int scenario = 0; scenario < 3; scenario++) {
-        mts_writer_options_init(&o);
-        o.dir = dir;
-        o.num_partitions = n;
+        o = test_options(dir, n);
         o.codec = MTS_CODEC_NONE;
         o.max_bytes_in_flight = scenario == 1 ? (512 << 10) : (16 << 20);
         o.strategy = scenario == 2 ? MTS_STRATEGY_BASELINE : MTS_STRATEGY_STREAMING;
-        CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
+        w = test_writer(&o);
         CHECK(setrlimit(RLIMIT_FSIZE, &cap) == 0);
         int rc = 0;
         for (int b = 0; b < 4 && rc == 0; b++) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "mtshuffle.h"
+#include "org_mtshuffle_NativeShuffleWriter.h" /* javac -h: the native methods' prototypes */
 
 /* What a Java handle points at. */
 typedef struct jni_writer {

@@ -86,7 +86,9 @@ PY
 for args in "--budget-mib 8" "--budget-mib 8 --batches 4.8" "--budget-mib 4 --input unsorted --partitions 10000" \
             "--budget-mib 8 --strategy baseline --batches 3" "--budget-mib 8 --codec zstd --parallel 2 --tasks 4"; do
   "$mts" write --dir "$work/c" --tasks 2 --task-mib 48 $args --json --no-progress > "$work/rss.json" || { bad "write $args"; continue; }
-  [ -n "${MTS_SKIP_RSS_CHECK:-}" ] && { ok; continue; }
+  if [ -n "${MTS_SKIP_RSS_CHECK:-}" ]; then # set by CMake for sanitizer builds only
+    echo "not checked: the RSS bound for '$args' ($MTS_SKIP_RSS_CHECK)"; continue
+  fi
   python3 - "$work/rss.json" "$args" <<'PY' && ok || bad "RSS bound: $args"
 import json, sys
 d = json.load(open(sys.argv[1]))
