@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mtshuffle.h"
+
 int cmd_write(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_read(int argc, char **argv);
@@ -23,6 +25,11 @@ int cli_double(const char *cmd, const char *opt, const char *s, double min, doub
  * [min, max] bytes. */
 int cli_size(const char *cmd, const char *opt, const char *s, double unit, uint64_t min, uint64_t max,
              uint64_t *out);
+
+/* bench_tiny.c: mtshuffle bench's tiny-* contenders */
+void tiny_writers(const char *dir, const mts_writer_options *base, mts_engine *engine, uint32_t writers);
+void tiny_files(const char *dir, uint32_t num_partitions, uint32_t writers);
+void tiny_remove(const char *dir, uint32_t writers);
 
 double cli_now(void);
 /* Parses "lz4" / "zstd" / "none"; -1 if unknown. */

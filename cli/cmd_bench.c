@@ -120,66 +120,6 @@ static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
     }
 }
 
-/* One row of 100 bytes, as a map task of a tiny stage writes it. */
-static const unsigned char tiny_row[100] = "a row of a tiny map task";
-
-static void remove_tiny(bench *b)
-{
-    char name[256], path[4096];
-    for (uint32_t t = 0; t < b->tiny_writers; t++) {
-        const int kinds[] = {'d', 'i', 'c'};
-        for (int k = 0; k < 3; k++) {
-            mts_output_name(name, sizeof name, 1, t, kinds[k], MTS_CHECKSUM_ADLER32);
-            snprintf(path, sizeof path, "%s/%s", b->dir, name);
-            unlink(path);
-        }
-    }
-}
-
-/* Tiny map tasks through the library, on one shared engine or each on its own. */
-static void run_tiny(bench *b, int shared)
-{
-    for (uint32_t t = 0; t < b->tiny_writers; t++) {
-        mts_writer_options o = b->o;
-        o.dir = b->dir;
-        o.shuffle_id = 1;
-        o.map_id = t;
-        o.engine = shared ? b->engine : NULL;
-        mts_writer *w;
-        char err[600];
-        if (mts_writer_create(&o, &w, err, sizeof err) < 0) die("create", err);
-        int rc = mts_writer_append(w, t % o.num_partitions, tiny_row, sizeof tiny_row);
-        if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);
-        if (rc < 0) die("tiny", mts_writer_error(w));
-        mts_writer_free(w);
-    }
-}
-
-/* The floor: the three files of each tiny output created under temp names,
- * written and renamed, with plain system calls. */
-static void tiny_files(bench *b)
-{
-    uint32_t n = b->o.num_partitions;
-    size_t ilen = ((size_t)n + 1) * 8;
-    unsigned char *index = calloc(1, ilen);
-    for (uint32_t t = 0; t < b->tiny_writers; t++) {
-        const int kinds[] = {'d', 'i', 'c'};
-        const void *bufs[] = {tiny_row, index, index};
-        const size_t lens[] = {sizeof tiny_row, ilen, ilen - 8};
-        for (int k = 0; k < 3; k++) {
-            char name[256], final[4096], tmp[4200];
-            mts_output_name(name, sizeof name, 1, t, kinds[k], MTS_CHECKSUM_ADLER32);
-            snprintf(final, sizeof final, "%s/%s", b->dir, name);
-            snprintf(tmp, sizeof tmp, "%s.0123456789abcdef0123456789abcdef", final);
-            int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-            if (fd < 0 || write(fd, bufs[k], lens[k]) != (ssize_t)lens[k]) die(tmp, strerror(errno));
-            close(fd);
-            if (rename(tmp, final) != 0) die(final, strerror(errno));
-        }
-    }
-    free(index);
-}
-
 static void *compress_main(void *arg)
 {
     bench *b = arg;
@@ -488,7 +428,7 @@ int cmd_bench(int argc, char **argv)
             if (!b.use[c]) continue;
             int needs_output = c == 6 || c == 7;
             if (!needs_output) remove_outputs(&b);
-            if (c >= 8) remove_tiny(&b);
+            if (c >= 8) tiny_remove(b.dir, b.tiny_writers);
             if (c == 3 && !b.use[2]) { b.next = 0; run_threads(&b, compress_main); }
             if (needs_output && !b.use[0] && (c == 6 || !b.use[6])) {
                 uint64_t h;
@@ -509,9 +449,9 @@ int cmd_bench(int argc, char **argv)
             case 5: run_peer(&b, "zstd"); break;
             case 6: run_read(&b); break;
             case 7: run_threads(&b, decode_main); break;
-            case 8: run_tiny(&b, 1); break;
-            case 9: run_tiny(&b, 0); break;
-            case 10: tiny_files(&b); break;
+            case 8: tiny_writers(b.dir, &b.o, b.engine, b.tiny_writers); break;
+            case 9: tiny_writers(b.dir, &b.o, NULL, b.tiny_writers); break;
+            case 10: tiny_files(b.dir, b.o.num_partitions, b.tiny_writers); break;
             }
             samples[c][rep] = cli_now() - t0;
             uint64_t peak = cli_peak_rss();
@@ -528,7 +468,7 @@ int cmd_bench(int argc, char **argv)
         }
     }
     remove_outputs(&b);
-    remove_tiny(&b);
+    tiny_remove(b.dir, b.tiny_writers);
     mts_engine_free(b.engine);
     if (b.input_path[0]) unlink(b.input_path);
     for (size_t i = 0; i < b.nitems; i++) b.compressed += b.items[i].out;

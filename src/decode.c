@@ -1,0 +1,216 @@
+/* Decoding on the engine: a unit decodes one piece of one map's segment
+ * from where its cursor stopped; the caller's thread schedules units while
+ * the budget allows (reader.c has the design). */
+#include <stdio.h>
+#include <string.h>
+
+#include "checksum.h"
+#include "codec.h"
+#include "internal.h"
+#include "reader_int.h"
+
+/* ---- pieces --------------------------------------------------------------------- */
+
+void piece_free(mts_reader *r, piece *p)
+{
+    eng_release(&r->client, p->charge);
+    mts_free(p);
+}
+
+void cursor_reset(mts_reader *r, cursor *c)
+{
+    for (piece *p = c->head, *next; p; p = next) {
+        next = p->next;
+        piece_free(r, p);
+    }
+    c->head = c->tail = NULL;
+    if (c->dstate) codec_get(c->codec)->step_free(c->dstate);
+    c->dstate = NULL;
+    c->verified = 0;
+}
+
+/* ---- units (engine jobs) ---------------------------------------------------------- */
+
+/* Checks the stored checksums of partitions [start, end) of map j. */
+static int verify_segment(mts_reader *r, uint32_t j, char *msg, size_t len)
+{
+    map_output *m = &r->maps[j];
+    if (!r->o.verify_checksums || !m->sums) return 0;
+    for (uint32_t p = r->start; p < r->end; p++) {
+        uint64_t a = m->off[p], n = m->off[p + 1] - a;
+        uint32_t got = checksum_update(m->algo, checksum_init(m->algo), m->base + a, n);
+        if (got != (uint32_t)m->sums[p])
+            return mts_msg(msg, len, MTS_E_CORRUPT, "%s: partition %u at offset %llu (%llu bytes): %s checksum %u, stored %llu",
+                           m->data_path, p, (unsigned long long)a, (unsigned long long)n,
+                           mts_checksum_name(m->algo), got, (unsigned long long)m->sums[p]);
+    }
+    return 0;
+}
+
+static uint32_t partition_at(const map_output *m, uint32_t start, uint32_t end, uint64_t off)
+{
+    uint32_t p = start;
+    while (p + 1 < end && m->off[p + 1] <= off) p++;
+    return p;
+}
+
+static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
+{
+    (void)wk;
+    mts_reader *r = ctx;
+    unit *u = (unit *)ej;
+    map_output *m = &r->maps[u->map];
+    pthread_mutex_lock(&r->mu);
+    uint32_t start = r->start, end = r->end;
+    int live = r->gen == u->gen;
+    pthread_mutex_unlock(&r->mu);
+    char msg[MTS_MSG_CAP] = "";
+    uint64_t b = m->off[end], t0 = mts_now_ns();
+    int rc = 0, done = 0, published = 0;
+    piece *p = NULL;
+    if (live && !u->verified) {
+        rc = verify_segment(r, u->map, msg, sizeof msg);
+        u->verified = 1;
+    }
+    if (live && rc == 0) {
+        p = mts_malloc(sizeof *p + (u->codec == MTS_CODEC_NONE ? 0 : u->charge - sizeof *p));
+        if (!p) rc = mts_msg(msg, sizeof msg, MTS_E_NOMEM, "%s: allocate a %llu-byte piece", m->data_path,
+                             (unsigned long long)u->charge);
+    }
+    if (p && u->codec == MTS_CODEC_NONE) { /* zero-copy: the rest of the segment */
+        *p = (piece){NULL, m->base + u->pos, (size_t)(b - u->pos), u->charge};
+        u->pos = b;
+        done = 1;
+    } else if (p) {
+        *p = (piece){NULL, p->buf, 0, u->charge};
+        uint64_t bad = 0;
+        size_t out = 0;
+        rc = codec_get(u->codec)->step(&u->dstate, m->base, b, &u->pos, p->buf, u->charge - sizeof *p, &out, &bad);
+        p->len = out;
+        done = rc == 1;
+        if (rc == MTS_E_CORRUPT) {
+            uint32_t at = partition_at(m, start, end, bad);
+            mts_msg(msg, sizeof msg, rc, "%s: partition %u: corrupt %s stream at offset %llu (partition starts at %llu)",
+                    m->data_path, at, mts_codec_name(u->codec), (unsigned long long)bad,
+                    (unsigned long long)m->off[at]);
+        } else if (rc < 0) {
+            mts_msg(msg, sizeof msg, rc, "%s: partitions %u..%u", m->data_path, start, end - 1);
+        }
+        rc = rc < 0 ? rc : 0;
+    }
+    __atomic_add_fetch(&r->decode_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
+
+    pthread_mutex_lock(&r->mu);
+    if (r->gen == u->gen) {
+        cursor *c = &r->cur[u->map];
+        if (p && p->len && rc == 0) {
+            if (c->tail) c->tail->next = p;
+            else c->head = p;
+            c->tail = p;
+            published = 1;
+        }
+        c->pos = u->pos;
+        c->dstate = u->dstate;
+        c->verified = u->verified;
+        u->dstate = NULL;
+        c->state = rc < 0 ? CUR_FAILED : done ? CUR_DONE : CUR_IDLE;
+        if (rc < 0) {
+            c->err = rc;
+            snprintf(c->msg, sizeof c->msg, "%s", msg);
+        }
+        r->inflight--;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (published) u->charge = 0; /* the piece carries it now */
+    else mts_free(p);               /* its charge goes back in unit_drain */
+    if (u->dstate) codec_get(u->codec)->step_free(u->dstate);
+    u->dstate = NULL;
+}
+
+static void unit_drain(void *ctx, eng_job *ej)
+{
+    mts_reader *r = ctx;
+    unit *u = (unit *)ej;
+    eng_release(&r->client, u->charge);
+    mts_free(u);
+}
+
+const eng_client_ops reader_client_ops = {unit_run, unit_drain, NULL};
+
+/* ---- scheduling (the caller's thread, mu held) ------------------------------------ */
+
+/* Budget for map j's next unit. */
+static uint64_t unit_charge(const mts_reader *r, uint32_t j)
+{
+    const cursor *c = &r->cur[j];
+    if (c->codec == MTS_CODEC_NONE) return sizeof(piece);
+    const map_output *m = &r->maps[j];
+    size_t need = codec_get(c->codec)->step_need(m->base, m->off[r->end], c->pos);
+    return sizeof(piece) + MTS_MAX((uint64_t)r->o.piece_size, (uint64_t)need);
+}
+
+static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge)
+{
+    cursor *c = &r->cur[j];
+    unit *u = mts_malloc(sizeof *u);
+    if (!u) {
+        eng_release(&r->client, charge);
+        return MTS_E_NOMEM;
+    }
+    *u = (unit){.map = j, .gen = r->gen, .codec = c->codec, .pos = c->pos, .dstate = c->dstate,
+                .verified = c->verified, .charge = charge};
+    c->dstate = NULL;
+    c->state = CUR_BUSY;
+    r->inflight++;
+    eng_submit(&r->client, &u->base);
+    return 0;
+}
+
+/* Pieces decoded ahead of the frontier give their budget back; those cursors
+ * start again from their segment's beginning when their turn comes (nothing
+ * of theirs was handed out yet). */
+static void drop_lookahead(mts_reader *r)
+{
+    for (uint32_t j = r->frontier + 1; j < r->nmaps; j++) {
+        cursor *c = &r->cur[j];
+        uint64_t a = r->maps[j].off[r->start], b = r->maps[j].off[r->end];
+        if (c->state == CUR_BUSY || c->state == CUR_FAILED || a == b) continue;
+        cursor_reset(r, c);
+        c->pos = a;
+        c->state = CUR_IDLE;
+    }
+}
+
+int schedule(mts_reader *r, int may_block)
+{
+    int did = 0;
+    for (uint32_t j = r->frontier; j < r->nmaps && r->inflight < r->max_inflight; j++) {
+        if (r->cur[j].state != CUR_IDLE) continue;
+        uint64_t charge = unit_charge(r, j);
+        int rc = eng_try_acquire(&r->client, charge);
+        if (rc == 0) {
+            FORWARD_IF_ERROR(submit_unit(r, j, charge));
+            did = 1;
+            continue;
+        }
+        if (rc < 0)
+            return mts_msg(r->msg, sizeof r->msg, rc, "%s: a %llu-byte piece (an lz4 block at offset %llu) exceeds "
+                           "the budget of %llu bytes", r->maps[j].data_path, (unsigned long long)charge,
+                           (unsigned long long)r->cur[j].pos, (unsigned long long)eng_cap(r->engine));
+        if (j != r->frontier || r->inflight || !may_block) break; /* wait for what is in flight */
+        drop_lookahead(r);
+        uint64_t gen = r->gen;
+        pthread_mutex_unlock(&r->mu);
+        rc = eng_acquire(&r->client, charge); /* holds nothing the caller must give back */
+        pthread_mutex_lock(&r->mu);
+        if (rc < 0) return mts_msg(r->msg, sizeof r->msg, rc, "%s: wait for budget", r->maps[j].data_path);
+        if (gen != r->gen || r->cur[j].state != CUR_IDLE) {
+            eng_release(&r->client, charge);
+            return 1;
+        }
+        FORWARD_IF_ERROR(submit_unit(r, j, charge));
+        did = 1;
+    }
+    return did;
+}

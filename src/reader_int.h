@@ -1,0 +1,85 @@
+/* The reader's state, shared by its two files only:
+ *   reader.c   opening, start/next, stats, free (the caller's thread)
+ *   decode.c   pieces, cursors and units: decoding on the engine, and the
+ *              scheduling of units under the budget
+ * See reader.c for the design. */
+#ifndef MTS_READER_INT_H
+#define MTS_READER_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "layout.h"
+#include "mtshuffle.h"
+
+#define DEFAULT_PIECE (1u << 20)
+#define MIN_PIECE 4096u
+
+typedef struct piece {
+    struct piece *next;
+    const unsigned char *data; /* buf, or the mapped file (codec none) */
+    size_t len;
+    uint64_t charge;
+    unsigned char buf[];
+} piece;
+
+typedef enum { CUR_IDLE, CUR_BUSY, CUR_DONE, CUR_FAILED } cur_state;
+
+/* One map's segment of the current read. */
+typedef struct cursor {
+    cur_state state;
+    mts_codec codec;
+    uint64_t pos;       /* next stored byte (offset in the data file); unit's while BUSY */
+    void *dstate;       /* the codec's step state; unit's while BUSY */
+    int verified;       /* the segment's checksums were checked */
+    piece *head, *tail; /* decoded, not handed out */
+    int err;
+    char msg[MTS_MSG_CAP];
+} cursor;
+
+typedef struct unit {
+    eng_job base;
+    uint32_t map;
+    uint64_t gen;
+    mts_codec codec;
+    uint64_t pos;
+    void *dstate;
+    int verified;
+    uint64_t charge;
+} unit;
+
+struct mts_reader {
+    mts_reader_options o;
+    map_output *maps;
+    uint32_t nmaps, nparts;
+    mts_engine *engine;
+    eng_client client;
+    int client_up;
+    uint32_t max_inflight; /* units in flight at once */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     /* a unit finished */
+    /* All below guarded by mu. */
+    uint64_t gen;          /* bumped by every start: units of older reads drop their work */
+    int active;
+    uint32_t start, end, frontier, inflight;
+    cursor *cur;
+    piece *current;        /* handed to the caller; given back at the next call */
+    int err;
+    char msg[MTS_MSG_CAP];
+    mts_reader_stats st;   /* but decode_ns */
+    uint64_t decode_ns;    /* summed over units; atomic */
+};
+
+extern const eng_client_ops reader_client_ops;
+
+/* decode.c; all with reader.mu held */
+void piece_free(mts_reader *r, piece *p);
+void cursor_reset(mts_reader *r, cursor *c);
+/* Submits the units the budget allows; 1 if any was submitted, < 0 on
+ * failure. may_block: the caller holds no piece, so the frontier may wait
+ * for budget (reader.mu is released meanwhile). */
+int schedule(mts_reader *r, int may_block);
+
+#endif
