@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""A/B: two builds of mtshuffle on the same configurations, interleaved.
+
+Each repetition runs `mtshuffle bench ... --reps 1` with build A, then with
+build B (same generated input, same directory), so machine drift hits both
+alike. Prints, per configuration and contender, the median seconds of each
+build and the median of the pairwise ratios B/A with their range.
+
+    bench/ab.py --a OLD/mtshuffle --b NEW/mtshuffle --reps 7 \\
+        --config "single batch=--tasks 16 --task-mib 32" \\
+        --config "batches 4.8=--tasks 16 --task-mib 32 --batches 4.8" \\
+        --contenders streaming,baseline --dir /dev/shm/mtsab [--json out.json]
+"""
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+
+
+def run(binary, args, contenders, directory):
+    cmd = [binary, "bench", *args, "--reps", "1", "--contenders", contenders, "--dir", directory]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return {k: v["seconds"][0] for k, v in json.loads(out)["samples"].items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--a", required=True, help="build A's mtshuffle")
+    ap.add_argument("--b", required=True, help="build B's mtshuffle")
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--config", action="append", required=True, help="NAME=bench arguments")
+    ap.add_argument("--contenders", default="streaming,baseline")
+    ap.add_argument("--dir", default="/dev/shm/mtsab")
+    ap.add_argument("--json", help="write every sample here")
+    o = ap.parse_args()
+    results = {}
+    for spec in o.config:
+        name, _, args = spec.partition("=")
+        samples = {"a": [], "b": []}
+        for rep in range(o.reps):
+            for side, binary in (("a", o.a), ("b", o.b)):
+                samples[side].append(run(binary, shlex.split(args), o.contenders, o.dir))
+            print(f"{name}: repetition {rep + 1}/{o.reps}", file=sys.stderr)
+        results[name] = {"args": args, "samples": samples}
+        for c in samples["a"][0]:
+            a = [s[c] for s in samples["a"]]
+            b = [s[c] for s in samples["b"]]
+            ratios = [y / x for x, y in zip(a, b)]
+            print(f"{name:28s} {c:12s} A {statistics.median(a):.4f} s  B {statistics.median(b):.4f} s  "
+                  f"B/A {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})")
+    if o.json:
+        with open(o.json, "w") as f:
+            json.dump({"a": o.a, "b": o.b, "reps": o.reps, "contenders": o.contenders, "results": results}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
