@@ -23,7 +23,7 @@ typedef struct write_cfg {
     double task_mib, batches;
     input_kind input;
     wl_params wl;
-    int json, progress, keep_existing;
+    int json, progress, keep_existing, shared_engine;
 } write_cfg;
 
 typedef struct task {
@@ -68,8 +68,10 @@ static void write_usage(FILE *f)
             "  --level L           zstd level (1)\n"
             "  --block-kib K       lz4 block size in KiB (32)\n"
             "  --checksum A        ADLER32, CRC32, CRC32C or NONE (ADLER32)\n"
-            "  --threads T         compression threads per task (2)\n"
-            "  --budget-mib M      max bytes in flight per task, MiB (64)\n"
+            "  --threads T         compression threads per task, or of the shared engine (2)\n"
+            "  --budget-mib M      max bytes in flight per task, or of the shared engine, MiB (64)\n"
+            "  --engine E          per-task (each task's writer has its own threads and budget)\n"
+            "                      or shared (one engine for the process, as in a Spark executor)\n"
             "  --job-kib K         input bytes per compression job, KiB (1024)\n"
             "  --strategy S        streaming or baseline (streaming)\n"
             "  --fsync             fsync the outputs at commit\n"
@@ -95,7 +97,7 @@ static int parse_args(int argc, char **argv, write_cfg *c)
     c->wl.seed = 42;
     c->progress = isatty(2);
     enum { O_DIR = 256, O_TASKS, O_PAR, O_TMIB, O_BATCHES, O_PARTS, O_SKEW, O_INPUT, O_CODEC, O_LEVEL,
-           O_BLOCK, O_SUM, O_THREADS, O_BUDGET, O_JOB, O_STRAT, O_FSYNC, O_SHUF, O_SEED, O_KEEP,
+           O_BLOCK, O_SUM, O_THREADS, O_BUDGET, O_JOB, O_STRAT, O_FSYNC, O_SHUF, O_SEED, O_KEEP, O_ENGINE,
            O_JSON, O_NOPROG, O_HELP };
     static const struct option opts[] = {
         {"dir", 1, 0, O_DIR}, {"tasks", 1, 0, O_TASKS}, {"parallel", 1, 0, O_PAR},
@@ -104,7 +106,7 @@ static int parse_args(int argc, char **argv, write_cfg *c)
         {"level", 1, 0, O_LEVEL}, {"block-kib", 1, 0, O_BLOCK}, {"checksum", 1, 0, O_SUM},
         {"threads", 1, 0, O_THREADS}, {"budget-mib", 1, 0, O_BUDGET}, {"job-kib", 1, 0, O_JOB},
         {"strategy", 1, 0, O_STRAT}, {"fsync", 0, 0, O_FSYNC}, {"shuffle-id", 1, 0, O_SHUF},
-        {"seed", 1, 0, O_SEED}, {"keep-existing", 0, 0, O_KEEP}, {"json", 0, 0, O_JSON},
+        {"seed", 1, 0, O_SEED}, {"keep-existing", 0, 0, O_KEEP}, {"engine", 1, 0, O_ENGINE}, {"json", 0, 0, O_JSON},
         {"no-progress", 0, 0, O_NOPROG}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     int ch, bad = 0;
     uint64_t v;
@@ -158,6 +160,11 @@ static int parse_args(int argc, char **argv, write_cfg *c)
         case O_SHUF: bad = cli_i32(W, "shuffle-id", optarg, 0, INT32_MAX, &c->o.shuffle_id); break;
         case O_SEED: bad = cli_u64(W, "seed", optarg, 0, UINT64_MAX, &c->wl.seed); break;
         case O_KEEP: c->keep_existing = 1; break;
+        case O_ENGINE:
+            if (!strcmp(optarg, "shared")) c->shared_engine = 1;
+            else if (!strcmp(optarg, "per-task")) c->shared_engine = 0;
+            else { fprintf(stderr, "write: --engine: '%s' is not shared or per-task\n", optarg); return -1; }
+            break;
         case O_JSON: c->json = 1; break;
         case O_NOPROG: c->progress = 0; break;
         case O_HELP: write_usage(stdout); exit(0);
@@ -290,6 +297,15 @@ int cmd_write(int argc, char **argv)
     int rss_reset = cli_reset_peak_rss() == 0;
     uint64_t rss_before = rss_reset ? cli_current_rss() : 0;
 
+    mts_engine *engine = NULL;
+    if (c.shared_engine) {
+        char err[300];
+        if (mts_engine_create(c.o.threads, c.o.max_bytes_in_flight, &engine, err, sizeof err) < 0) {
+            fprintf(stderr, "write: %s\n", err);
+            return 1;
+        }
+        c.o.engine = engine;
+    }
     run r = {&c, tasks, 0, PTHREAD_MUTEX_INITIALIZER, 0, total_bytes, 0};
     pthread_t prog, *th = calloc(c.parallel, sizeof *th);
     if (c.progress) pthread_create(&prog, NULL, progress_main, &r);
@@ -300,6 +316,11 @@ int cmd_write(int argc, char **argv)
     __atomic_store_n(&r.finished, 1, __ATOMIC_RELEASE);
     if (c.progress) pthread_join(prog, NULL);
     uint64_t peak_rss = cli_peak_rss();
+    mts_engine_stats es = {0};
+    if (engine) {
+        mts_engine_get_stats(engine, &es);
+        mts_engine_free(engine);
+    }
 
     mts_writer_stats sum = {0};
     uint64_t peak_held = 0;
@@ -326,6 +347,7 @@ int cmd_write(int argc, char **argv)
         sum.budget_wait_ns += tk->st.budget_wait_ns;
         if (tk->st.peak_bytes_held > peak_held) peak_held = tk->st.peak_bytes_held;
     }
+    if (engine) peak_held = es.peak_bytes_held; /* all tasks together */
     uint64_t writer_rss = peak_rss > rss_before ? peak_rss - rss_before : 0;
     const char *strategy = c.o.strategy == MTS_STRATEGY_BASELINE ? "baseline" : "streaming";
     if (failed) {
@@ -333,7 +355,7 @@ int cmd_write(int argc, char **argv)
     } else if (c.json) {
         printf("{\"tasks\":%u,\"parallel\":%u,\"partitions\":%u,\"batches_per_task\":%.3f,"
                "\"input\":\"%s\",\"codec\":\"%s\",\"level\":%d,\"checksum\":\"%s\",\"threads\":%u,"
-               "\"budget\":%llu,\"strategy\":\"%s\",\"fsync\":%d,\"skew\":%.3f,"
+               "\"budget\":%llu,\"engine\":\"%s\",\"strategy\":\"%s\",\"fsync\":%d,\"skew\":%.3f,"
                "\"bytes_in\":%llu,\"bytes_out\":%llu,\"rows\":%llu,\"records\":%llu,\"runs\":%llu,\"jobs\":%llu,"
                "\"bytes_spilled\":%llu,\"bytes_merged\":%llu,\"wall_s\":%.6f,\"task_s\":%.6f,"
                "\"generate_s\":%.3f,\"compress_s\":%.6f,\"write_s\":%.6f,\"budget_wait_s\":%.6f,"
@@ -341,7 +363,8 @@ int cmd_write(int argc, char **argv)
                "\"rss_peak_reset\":%d,\"adopted\":%d,\"failed\":%d}\n",
                c.tasks, c.parallel, c.o.num_partitions, sum.batches / (double)c.tasks, input_name(c.input),
                mts_codec_name(c.o.codec), c.o.level, mts_checksum_name(c.o.checksum), c.o.threads,
-               (unsigned long long)c.o.max_bytes_in_flight, strategy, c.o.fsync, c.wl.skew,
+               (unsigned long long)c.o.max_bytes_in_flight, c.shared_engine ? "shared" : "per-task", strategy, c.o.fsync,
+               c.wl.skew,
                (unsigned long long)sum.bytes_in, (unsigned long long)sum.bytes_out,
                (unsigned long long)total_rows, (unsigned long long)sum.records, (unsigned long long)sum.runs, (unsigned long long)sum.jobs,
                (unsigned long long)sum.bytes_spilled, (unsigned long long)sum.bytes_merged, wall, task_s,

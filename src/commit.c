@@ -63,8 +63,12 @@ static uint32_t remove_part_files(const char *anchor)
     char dir[MTS_PATH_CAP], p[MTS_PATH_CAP + 512];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - anchor) : 1, slash ? anchor : ".");
     size_t nlen = strlen(name);
-    DIR *d = opendir(dir);
-    if (!d) return 0;
+    int dfd = fio_open(dir, O_RDONLY | O_DIRECTORY, 0);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0) close(dfd);
+        return 0;
+    }
     uint32_t n = 0;
     struct dirent *e;
     while ((e = readdir(d))) {

@@ -74,7 +74,7 @@ expect_rc 0 "json write" -- "$mts" write --dir "$work/b" --tasks 2 --task-mib 16
 python3 - "$work/out" <<'PY' && ok || bad "json fields"
 import json, sys
 d = json.load(open(sys.argv[1]))
-need = "tasks parallel partitions batches_per_task input codec level checksum threads budget strategy fsync skew bytes_in bytes_out rows records runs jobs bytes_spilled bytes_merged wall_s task_s generate_s compress_s write_s budget_wait_s peak_bytes_held peak_rss input_rss writer_rss rss_peak_reset adopted failed".split()
+need = "tasks parallel partitions batches_per_task input codec level checksum threads budget engine strategy fsync skew bytes_in bytes_out rows records runs jobs bytes_spilled bytes_merged wall_s task_s generate_s compress_s write_s budget_wait_s peak_bytes_held peak_rss input_rss writer_rss rss_peak_reset adopted failed".split()
 missing = [k for k in need if k not in d]
 assert not missing, missing
 assert d["failed"] == 0 and d["bytes_out"] > 0 and d["bytes_spilled"] == 0 and d["bytes_merged"] == 0, d
@@ -84,7 +84,8 @@ PY
 # Writer RSS within the budget plus the documented fixed overhead
 # (16 MiB per process + 48 bytes per partition per task).
 for args in "--budget-mib 8" "--budget-mib 8 --batches 4.8" "--budget-mib 4 --input unsorted --partitions 10000" \
-            "--budget-mib 8 --strategy baseline --batches 3" "--budget-mib 8 --codec zstd --parallel 2 --tasks 4"; do
+            "--budget-mib 8 --strategy baseline --batches 3" "--budget-mib 8 --codec zstd --parallel 2 --tasks 4" \
+            "--budget-mib 8 --parallel 2 --tasks 4 --batches 2 --engine shared"; do
   "$mts" write --dir "$work/c" --tasks 2 --task-mib 48 $args --json --no-progress > "$work/rss.json" || { bad "write $args"; continue; }
   if [ -n "${MTS_SKIP_RSS_CHECK:-}" ]; then # set by CMake for sanitizer builds only
     echo "not checked: the RSS bound for '$args' ($MTS_SKIP_RSS_CHECK)"; continue
@@ -92,7 +93,8 @@ for args in "--budget-mib 8" "--budget-mib 8 --batches 4.8" "--budget-mib 4 --in
   python3 - "$work/rss.json" "$args" <<'PY' && ok || bad "RSS bound: $args"
 import json, sys
 d = json.load(open(sys.argv[1]))
-limit = d["budget"] * d["parallel"] + 16 * 2**20 + 48 * d["partitions"] * d["tasks"]
+budgets = 1 if d["engine"] == "shared" else d["parallel"]  # one budget for the process, or one per task
+limit = d["budget"] * budgets + 16 * 2**20 + 48 * d["partitions"] * d["tasks"]
 print("%-55s writer RSS %.1f MiB, limit %.1f MiB, peak held %.1f MiB" % (sys.argv[2], d["writer_rss"] / 2**20, limit / 2**20, d["peak_bytes_held"] / 2**20))
 assert d["rss_peak_reset"] == 1 and d["writer_rss"] <= limit and d["peak_bytes_held"] <= d["budget"], d
 PY
