@@ -38,8 +38,10 @@
  *
  *   One writer's or reader's API is not thread-safe: one thread at a time
  *   calls it. Different handles may be used from different threads at once,
- *   on one engine or not. mts_writer_get_stats, mts_writer_error and the
- *   engine's functions may be called from any thread at any time.
+ *   on one engine or not. mts_writer_get_stats, mts_reader_get_stats and the
+ *   engine's functions may be called from any thread at any time;
+ *   mts_writer_error from the writer's thread, or from any thread once the
+ *   writer has failed (its message is then fixed).
  */
 #ifndef MTSHUFFLE_H
 #define MTSHUFFLE_H

@@ -5,15 +5,9 @@
 
 static mts_writer *make(const char *dir, uint32_t n, mts_strategy strat)
 {
-    mts_writer_options o;
-    mts_writer_options_init(&o);
-    o.dir = dir;
-    o.num_partitions = n;
+    mts_writer_options o = test_options(dir, n);
     o.strategy = strat;
-    mts_writer *w = NULL;
-    char err[256];
-    CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
-    return w;
+    return test_writer(&o);
 }
 
 int main(void)

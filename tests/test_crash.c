@@ -25,12 +25,9 @@ static uint64_t offs[NPART + 1];
  * varied so two attempts can be told apart. */
 static int write_task(int strategy, unsigned char tag, int notify_fd, int *adopted)
 {
-    mts_writer_options o;
-    mts_writer_options_init(&o);
-    o.dir = dir;
+    mts_writer_options o = test_options(dir, NPART);
     o.shuffle_id = 5;
     o.map_id = 9;
-    o.num_partitions = NPART;
     o.strategy = (mts_strategy)strategy;
     o.max_bytes_in_flight = 256 << 10;
     o.job_size = 16 << 10;

@@ -18,10 +18,7 @@ static uint64_t offs[65];
  * fsync at commit; or the baseline. Returns the first error. */
 static int run_task(int scenario, int *committed)
 {
-    mts_writer_options o;
-    mts_writer_options_init(&o);
-    o.dir = dir;
-    o.num_partitions = 64;
+    mts_writer_options o = test_options(dir, 64);
     o.fsync = 1;
     o.checksum = MTS_CHECKSUM_CRC32C;
     o.max_bytes_in_flight = 256 << 10;

@@ -76,9 +76,7 @@ static void gen_trial(trial *t, uint64_t *s, const char *dir)
     memset(t, 0, sizeof *t);
     static const uint32_t counts[] = {1, 2, 3, 7, 50, 200, 1000, 10000};
     t->n = rng_below(s, 3) == 0 ? 1 + (uint32_t)rng_below(s, 300) : counts[rng_below(s, 8)];
-    mts_writer_options_init(&t->o);
-    t->o.dir = dir;
-    t->o.num_partitions = t->n;
+    t->o = test_options(dir, t->n);
     t->o.shuffle_id = (int32_t)rng_below(s, 5);
     t->o.map_id = (int64_t)rng_below(s, 1ull << 40);
     t->o.codec = (mts_codec)rng_below(s, 3);

@@ -107,12 +107,9 @@ static void one_writer(worker_arg *a, int k, unsigned char *pool, size_t pool_le
         free(recs);
         recs = sorted;
     }
-    mts_writer_options o;
-    mts_writer_options_init(&o);
+    mts_writer_options o = test_options(dir, nparts);
     o.engine = engine;
-    o.dir = dir;
     o.map_id = k;
-    o.num_partitions = nparts;
     o.codec = (mts_codec)rng_below(s, 3);
     o.job_size = 1024u << rng_below(s, 8);
     o.strategy = rng_below(s, 6) == 0 ? MTS_STRATEGY_BASELINE : MTS_STRATEGY_STREAMING;
@@ -247,13 +244,9 @@ int main(void)
 
     /* A writer on an engine starts no thread. */
     int before = count_threads();
-    mts_writer_options o;
-    mts_writer_options_init(&o);
+    mts_writer_options o = test_options(root, 10);
     o.engine = engine;
-    o.dir = root;
-    o.num_partitions = 10;
-    mts_writer *w;
-    CHECK_RC(mts_writer_create(&o, &w, err, sizeof err));
+    mts_writer *w = test_writer(&o);
     CHECK(count_threads() == before);
     CHECK_RC(mts_writer_append(w, 3, "abc", 3));
     CHECK_RC(mts_writer_commit(w, NULL, NULL, NULL));
