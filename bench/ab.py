@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A/B: two builds of mtshuffle on the same configurations, interleaved.
 
-Each repetition runs `mtshuffle bench ... --reps 1` with build A, then with
-build B (same generated input, same directory), so machine drift hits both
-alike. Prints, per configuration and contender, the median seconds of each
+Each repetition runs `mtshuffle bench ... --reps 2` (keeping the second,
+warm sample) with both builds (same
+generated input, same directory), A first in even repetitions and B first in
+odd ones (on a disk, a run pays for the deletes of the one before it), so
+machine drift and order hit both alike. Prints, per configuration and contender, the median seconds of each
 build and the median of the pairwise ratios B/A with their range.
 
     bench/ab.py --a OLD/mtshuffle --b NEW/mtshuffle --reps 7 \\
@@ -20,9 +22,11 @@ import sys
 
 
 def run(binary, args, contenders, directory):
-    cmd = [binary, "bench", *args, "--reps", "1", "--contenders", contenders, "--dir", directory]
+    """One warm sample per contender: bench runs each twice and the first
+    (cold: fresh process, first allocations, first files) is dropped."""
+    cmd = [binary, "bench", *args, "--reps", "2", "--contenders", contenders, "--dir", directory]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return {k: v["seconds"][0] for k, v in json.loads(out)["samples"].items()}
+    return {k: v["seconds"][1] for k, v in json.loads(out)["samples"].items()}
 
 
 def main():
@@ -40,7 +44,8 @@ def main():
         name, _, args = spec.partition("=")
         samples = {"a": [], "b": []}
         for rep in range(o.reps):
-            for side, binary in (("a", o.a), ("b", o.b)):
+            order = (("a", o.a), ("b", o.b)) if rep % 2 == 0 else (("b", o.b), ("a", o.a))
+            for side, binary in order:
                 samples[side].append(run(binary, shlex.split(args), o.contenders, o.dir))
             print(f"{name}: repetition {rep + 1}/{o.reps}", file=sys.stderr)
         results[name] = {"args": args, "samples": samples}

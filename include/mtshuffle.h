@@ -242,9 +242,12 @@ MTS_API int mts_writer_get_stats(const mts_writer *w, mts_writer_stats *stats);
 /* ---- reader (the reduce side) ---------------------------------------------
  * Opens a set of map outputs and, for one reduce partition or a contiguous
  * range of them (Spark's batch fetch), yields the decompressed bytes of every
- * map's segment, in map order. Decompression runs on a pool of threads under
- * a hard bytes-in-flight budget; with codec none the bytes are handed out
- * straight from the mapped data file (zero-copy).
+ * map's segment, in map order. Decompression runs on an engine's threads,
+ * piece by piece, each piece paid from its budget before it is decoded and
+ * given back when the caller moves past it; with codec none the bytes are
+ * handed out straight from the mapped data file (zero-copy). A reader that
+ * stops early (mts_reader_start of another range, mts_reader_free) gives
+ * everything back.
  *
  * Every offset and length is checked against the file sizes when the outputs
  * are opened; a checksum mismatch, a corrupt lz4 block or zstd frame ends the
@@ -263,8 +266,10 @@ typedef struct mts_reader_options {
     mts_codec codec;              /* default MTS_CODEC_AUTO; set it as Spark's config says */
     mts_engine *engine;           /* NULL (default): a private engine of `threads` and
                                      `max_bytes_in_flight`; set: decode on that engine */
-    uint32_t threads;             /* decompression threads 1..256; default 2 */
-    uint64_t max_bytes_in_flight; /* hard cap on decoded bytes held, >= 64 KiB; default 64 MiB */
+    uint32_t threads;             /* a private engine's decompression threads 1..256; default 2 */
+    uint64_t max_bytes_in_flight; /* a private engine's hard cap on decoded bytes held, >= 64 KiB
+                                     and two pieces; default 64 MiB. The budget must also hold
+                                     one piece plus one whole lz4 block of the data read */
     uint32_t piece_size;          /* decoded bytes per piece handed out, default 1 MiB */
     int verify_checksums;         /* 1 (default): check each partition against the checksum file */
     uint64_t reserved[8];         /* must be zero */

@@ -50,12 +50,13 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
     void *cctx = NULL;
     int rc = writer_failed(w) ? 0 : worker_cctx(w, wk, &cctx);
     if (rc < 0) writer_fail(w, rc, "create a %s codec context", mts_codec_name(w->o.codec));
+    uint64_t unused = 0; /* reserved for outputs but not needed: given back once, below */
     for (uint32_t i = 0; i < j->nsegs; i++) {
         seg *s = &j->segs[i];
         size_t bound = w->codec->bound(&w->cp, s->len);
         uint64_t reserved = sizeof(chunk) + bound;
         if (writer_failed(w)) {
-            eng_release(&w->client, reserved);
+            unused += reserved;
             continue;
         }
         chunk *c = mts_malloc(sizeof(chunk) + bound);
@@ -66,13 +67,13 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
             writer_fail(w, rc, "compress partition %u (%llu bytes, %s)", s->partition, (unsigned long long)s->len,
                         mts_codec_name(w->o.codec));
             mts_free(c);
-            eng_release(&w->client, reserved);
+            unused += reserved;
             continue;
         }
         chunk *shrunk = mts_realloc(c, sizeof(chunk) + clen);
         if (shrunk) {
             c = shrunk;
-            eng_release(&w->client, bound - clen);
+            unused += bound - clen;
             c->charge = sizeof(chunk) + clen;
         } else {
             c->charge = reserved;
@@ -85,6 +86,7 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
                           : checksum_update(w->o.checksum, checksum_init(w->o.checksum), c->data, clen);
         s->out = c;
     }
+    eng_release(&w->client, unused);
     inbuf_unref(w, j->in);
     __atomic_add_fetch(&w->st.compress_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
     __atomic_add_fetch(&w->st.jobs, 1, __ATOMIC_RELAXED);
