@@ -187,6 +187,14 @@ MTS_API int mts_writer_create(const mts_writer_options *opts, mts_writer **out,
 MTS_API int mts_writer_append(mts_writer *w, uint32_t partition, const void *bytes,
                               size_t len);
 
+/* Appends a buffer of tagged records in any partition order, each a
+ * big-endian uint32 partition, a big-endian uint32 length and that many
+ * bytes (the layout the JNI binding's direct buffers carry): the same as one
+ * mts_writer_append per record, in one call. The whole buffer is checked
+ * first: a cut-off header or a length past the end (MTS_E_ARG), a partition
+ * out of range (MTS_E_RANGE) rejects it and takes nothing. */
+MTS_API int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len);
+
 /* Adds one batch already grouped by partition: partition p's bytes are
  * data[offsets[p], offsets[p+1]), offsets has num_partitions+1 entries,
  * offsets[0] == 0 and non-decreasing. data may be freed once the call returns. */
@@ -223,7 +231,7 @@ MTS_API const char *mts_writer_error(const mts_writer *w);
 typedef struct mts_writer_stats {
     uint64_t bytes_in;        /* uncompressed bytes accepted */
     uint64_t bytes_out;       /* bytes in the committed data file */
-    uint64_t records;         /* mts_writer_append calls */
+    uint64_t records;         /* records appended (mts_writer_append, _append_tagged) */
     uint64_t batches;         /* mts_writer_add_batch calls */
     uint64_t runs;            /* maximal partition-ordered stretches of input */
     uint64_t jobs;            /* compression jobs run */

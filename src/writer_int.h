@@ -1,5 +1,6 @@
 /* The writer's state, shared by its three files only:
- *   writer.c   options, the state machine, finish/commit/abort, stats, errors
+ *   writer.c   the state machine, input calls, finish/commit/abort, stats, errors
+ *   writer_open.c  options, names, the attempt's files: create's set-up
  *   intake.c   stage buffer, record arena and batches, cut into jobs
  *   jobs.c     compression jobs (any worker) and the ordered writer (drain)
  * Destinations (dest.h) never see this struct.
@@ -110,6 +111,12 @@ struct mts_writer {
 
     mts_writer_stats st;  /* producer fields, written with atomic stores */
 };
+
+/* writer_open.c */
+int writer_validate(const mts_writer_options *o, char *err, size_t len);
+int writer_build_names(mts_writer *w);
+void writer_fit_sizes(mts_writer *w, uint64_t cap);
+int writer_open_outputs(mts_writer *w, const char **what);
 
 /* writer.c */
 void writer_fail(mts_writer *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

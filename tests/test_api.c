@@ -65,7 +65,22 @@ int main(void)
     uint64_t offs2[5] = {0, 1, 1, 2, 3};
     CHECK(mts_writer_add_batch(w, NULL, offs2) == MTS_E_ARG);
     CHECK_RC(mts_writer_add_batch(w, "abc", offs2));
-    CHECK_RC(mts_writer_append(w, 3, "d", 1));
+    /* Tagged buffers: a malformed one is rejected whole, nothing taken. */
+    mts_writer_stats before, after;
+    CHECK_RC(mts_writer_get_stats(w, &before));
+    unsigned char tb[64];
+    put_be32_test(tb, 3), put_be32_test(tb + 4, 1), tb[8] = 'd'; /* good record */
+    put_be32_test(tb + 9, 2), put_be32_test(tb + 13, 5);         /* claims 5, has 2 */
+    tb[17] = 'x', tb[18] = 'y';
+    CHECK(mts_writer_append_tagged(w, tb, 19) == MTS_E_ARG && strstr(mts_writer_error(w), "claims 5"));
+    CHECK(mts_writer_append_tagged(w, tb, 12) == MTS_E_ARG && strstr(mts_writer_error(w), "cut off"));
+    put_be32_test(tb + 9, 4), put_be32_test(tb + 13, 0);         /* partition 4 of 4 */
+    CHECK(mts_writer_append_tagged(w, tb, 17) == MTS_E_RANGE && strstr(mts_writer_error(w), "partition 4"));
+    CHECK(mts_writer_append_tagged(w, NULL, 3) == MTS_E_ARG);
+    CHECK_RC(mts_writer_get_stats(w, &after));
+    CHECK(after.records == before.records && after.bytes_in == before.bytes_in);
+    CHECK_RC(mts_writer_append_tagged(w, tb, 9)); /* the good record: partition 3, "d" */
+    CHECK_RC(mts_writer_append_tagged(w, NULL, 0));
     uint64_t lens[4], sums[4];
     mts_commit_result res;
     CHECK_RC(mts_writer_commit(w, lens, sums, &res));

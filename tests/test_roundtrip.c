@@ -20,6 +20,7 @@ typedef struct trial {
     uint32_t n;
     mts_writer_options o;
     int input; /* 0 sorted appends, 1 batches, 2 unsorted appends, 3 mixed */
+    int tagged; /* records go in as tagged buffers (mts_writer_append_tagged) */
     unsigned char *store;
     uint64_t store_len, store_cap;
     rec *recs;
@@ -87,6 +88,7 @@ static void gen_trial(trial *t, uint64_t *s, const char *dir)
     t->o.max_bytes_in_flight = rng_below(s, 2) ? (64u << 10) << rng_below(s, 5) : (4ull << 20) << rng_below(s, 4);
     t->o.job_size = 1024u << rng_below(s, 11);
     t->input = (int)rng_below(s, 4);
+    t->tagged = (int)rng_below(s, 2);
     uint64_t target = rng_below(s, 8) == 0 ? 0 : 1 + rng_below(s, 6u << 20); /* some tasks write nothing */
     uint64_t bytes = 0;
     while (bytes < target) {
@@ -127,8 +129,32 @@ static void run_trial(trial *t, mts_strategy strategy, uint64_t *lengths, uint64
     uint64_t *offs = calloc((size_t)t->n + 1, sizeof(uint64_t));
     unsigned char *batch = NULL;
     uint64_t zero_appends = 0;
-    for (uint64_t u = 0; u < t->nunits; u++) {
-        struct unit *un = &t->units[u];
+    /* Half the trials hand their records over as tagged buffers of up to
+     * 64 KiB (mts_writer_append_tagged), as the JNI binding does. */
+    int tagged = t->tagged;
+    unsigned char *tbuf = NULL;
+    size_t tlen = 0, tcap = 0;
+    for (uint64_t u = 0; u <= t->nunits; u++) {
+        struct unit *un = u < t->nunits ? &t->units[u] : NULL;
+        if (tagged && tlen && (!un || un->batch || tlen + 8 + t->recs[un->first].len > (64u << 10))) {
+            rc = mts_writer_append_tagged(w, tbuf, tlen);
+            if (rc < 0) fprintf(stderr, "append_tagged: %s\n", mts_writer_error(w));
+            CHECK_RC(rc);
+            tlen = 0;
+        }
+        if (!un) break;
+        if (!un->batch && tagged) {
+            rec *r = &t->recs[un->first];
+            if (tlen + 8 + r->len > tcap) {
+                tcap = (tlen + 8 + r->len) * 2;
+                tbuf = realloc(tbuf, tcap);
+            }
+            put_be32_test(tbuf + tlen, r->partition);
+            put_be32_test(tbuf + tlen + 4, (uint32_t)r->len);
+            memcpy(tbuf + tlen + 8, t->store + r->off, r->len);
+            tlen += 8 + r->len;
+            continue;
+        }
         if (!un->batch) {
             rec *r = &t->recs[un->first];
             rc = mts_writer_append(w, r->partition, t->store + r->off, r->len);
@@ -175,6 +201,7 @@ static void run_trial(trial *t, mts_strategy strategy, uint64_t *lengths, uint64
     mts_writer_free(w);
     free(offs);
     free(batch);
+    free(tbuf);
 }
 
 /* Reads the committed files back and checks every partition record by
@@ -312,8 +339,9 @@ int main(void)
     for (int i = 0; i < trials; i++) {
         trial t;
         gen_trial(&t, &s, dir);
-        printf("trial %d: %u partitions, %llu records, %llu bytes, %s, %s/%s, budget %llu, job %u, %u threads\n", i,
+        printf("trial %d: %u partitions, %llu records, %llu bytes, %s%s, %s/%s, budget %llu, job %u, %u threads\n", i,
                t.n, (unsigned long long)t.nrecs, (unsigned long long)t.store_len, input_names[t.input],
+               t.tagged ? " (tagged)" : "",
                mts_codec_name(t.o.codec), mts_checksum_name(t.o.checksum),
                (unsigned long long)t.o.max_bytes_in_flight, t.o.job_size, t.o.threads);
         fflush(stdout);

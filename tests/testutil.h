@@ -135,6 +135,12 @@ static inline int sink(void *ctx, const void *b, size_t n)
     return 0;
 }
 
+static inline void put_be32_test(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
 static inline void put_be64_test(unsigned char *p, uint64_t v)
 {
     for (int i = 7; i >= 0; i--) { p[i] = (unsigned char)v; v >>= 8; }

@@ -113,7 +113,6 @@ static const unsigned char *direct(JNIEnv *env, jobject buf, jlong *cap, const c
     return b;
 }
 
-static uint32_t be32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
 
 JNIEXPORT void JNICALL Java_org_mtshuffle_NativeShuffleWriter_writeTagged(JNIEnv *env, jclass cls, jlong h,
     jobject buf, jint length)
@@ -131,33 +130,8 @@ JNIEXPORT void JNICALL Java_org_mtshuffle_NativeShuffleWriter_writeTagged(JNIEnv
         throw_named(env, "java/lang/IllegalArgumentException", msg);
         return;
     }
-    size_t o = 0, n = (size_t)length;
-    while (o < n) {
-        if (n - o < 8) {
-            throw_named(env, "java/lang/IllegalArgumentException", "writeTagged: a record header is cut off");
-            return;
-        }
-        uint32_t p = be32(b + o), len = be32(b + o + 4);
-        if (p >= jw->nparts) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "writeTagged: record at %zu: partition %d is out of range (%u partitions)", o,
-                     (int)p, jw->nparts);
-            throw_named(env, "java/lang/IllegalArgumentException", msg);
-            return;
-        }
-        if (len > n - o - 8) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "writeTagged: record at %zu claims %d bytes, %zu left", o, (int)len, n - o - 8);
-            throw_named(env, "java/lang/IllegalArgumentException", msg);
-            return;
-        }
-        int rc = mts_writer_append(w, p, b + o + 8, len);
-        if (rc < 0) {
-            throw_rc(env, w, rc, "append");
-            return;
-        }
-        o += 8 + (size_t)len;
-    }
+    int rc = mts_writer_append_tagged(w, b, (size_t)length); /* checks every header */
+    if (rc < 0) throw_rc(env, w, rc, "writeTagged");
 }
 
 JNIEXPORT void JNICALL Java_org_mtshuffle_NativeShuffleWriter_addBatch(JNIEnv *env, jclass cls, jlong h, jobject buf,
