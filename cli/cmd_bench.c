@@ -50,6 +50,9 @@ typedef struct item { /* one compress-only / decode-only unit */
     uint32_t task;
 } item;
 
+typedef enum { IN_BATCH, IN_RECORDS, IN_UNSORTED, IN_TAGGED } input_kind;
+static const char *input_names[] = {"batch", "records", "unsorted", "tagged"};
+
 typedef struct bench {
     mts_writer_options o;
     char dir[2048], peer_dir[2048], input_path[2300];
@@ -70,6 +73,8 @@ typedef struct bench {
     size_t nditems;
     size_t next;            /* work counter, atomic */
     uint32_t tiny_writers;
+    int input;              /* IN_*: the shape the writers get the input in */
+    unsigned char ***tagged; /* per task, per batch: IN_TAGGED's buffers */
     mts_engine *engine;     /* tiny-engine's, made once before the clock starts */
     int failed;
 } bench;
@@ -97,6 +102,58 @@ static void remove_outputs(bench *b)
     unlink(path);
 }
 
+#define TAGGED_BUFFER (8u << 20) /* as the JNI binding's direct buffers */
+
+/* One batch's rows in generation order as tagged buffers of TAGGED_BUFFER
+ * bytes: [u32 BE partition][u32 BE length][row]. */
+static void make_tagged(bench *b, uint32_t t, uint32_t k)
+{
+    wl_batch *bt = &b->batch[t][k];
+    uint64_t need = bt->rows * (8 + WL_ROW_BYTES);
+    unsigned char *p = malloc(need + 1);
+    if (!p) die("workload", "out of memory");
+    for (uint64_t i = 0; i < bt->rows; i++) {
+        unsigned char *r = p + i * (8 + WL_ROW_BYTES);
+        uint32_t part = bt->part[i], len = WL_ROW_BYTES;
+        for (int j = 0; j < 4; j++) {
+            r[j] = (unsigned char)(part >> (24 - 8 * j));
+            r[4 + j] = (unsigned char)(len >> (24 - 8 * j));
+        }
+        memcpy(r + 8, bt->unsorted + i * WL_ROW_BYTES, WL_ROW_BYTES);
+    }
+    b->tagged[t][k] = p;
+}
+
+/* The task's input in the chosen shape. */
+static int feed(bench *b, mts_writer *w, uint32_t t)
+{
+    int rc = 0;
+    for (uint32_t k = 0; rc == 0 && k < b->nbatches[t]; k++) {
+        wl_batch *bt = &b->batch[t][k];
+        switch (b->input) {
+        case IN_BATCH: rc = mts_writer_add_batch(w, bt->grouped, bt->offsets); break;
+        case IN_RECORDS:
+            for (uint64_t off = 0; rc == 0 && off < bt->bytes; off += WL_ROW_BYTES) {
+                uint32_t p = 0;
+                while (bt->offsets[p + 1] <= off) p++; /* rows are grouped: p only grows */
+                rc = mts_writer_append(w, p, bt->grouped + off, WL_ROW_BYTES);
+            }
+            break;
+        case IN_UNSORTED:
+            for (uint64_t i = 0; rc == 0 && i < bt->rows; i++)
+                rc = mts_writer_append(w, bt->part[i], bt->unsorted + i * WL_ROW_BYTES, WL_ROW_BYTES);
+            break;
+        case IN_TAGGED: {
+            size_t total = bt->rows * (8 + WL_ROW_BYTES), per = TAGGED_BUFFER / (8 + WL_ROW_BYTES) * (8 + WL_ROW_BYTES);
+            for (size_t off = 0; rc == 0 && off < total; off += per)
+                rc = mts_writer_append_tagged(w, b->tagged[t][k] + off, MTS_BENCH_MIN(per, total - off));
+            break;
+        }
+        }
+    }
+    return rc;
+}
+
 static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
 {
     *peak_held = 0;
@@ -108,9 +165,7 @@ static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
         mts_writer *w;
         char err[600];
         if (mts_writer_create(&o, &w, err, sizeof err) < 0) die("create", err);
-        int rc = 0;
-        for (uint32_t k = 0; rc == 0 && k < b->nbatches[t]; k++)
-            rc = mts_writer_add_batch(w, b->batch[t][k].grouped, b->batch[t][k].offsets);
+        int rc = feed(b, w, t);
         if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);
         if (rc < 0) die("write", mts_writer_error(w));
         mts_writer_stats st;
@@ -304,11 +359,16 @@ static void bench_free(bench *b)
     for (size_t i = 0; i < b->nitems; i++) free(b->items[i].dst);
     free(b->items);
     for (uint32_t t = 0; t < b->tasks; t++) {
-        for (uint32_t k = 0; k < b->nbatches[t]; k++) wl_free_batch(&b->batch[t][k]);
+        for (uint32_t k = 0; k < b->nbatches[t]; k++) {
+            wl_free_batch(&b->batch[t][k]);
+            if (b->tagged) free(b->tagged[t][k]);
+        }
         free(b->batch[t]);
+        if (b->tagged) free(b->tagged[t]);
         if (b->stored) free(b->stored[t]);
     }
     free(b->batch);
+    free(b->tagged);
     free(b->nbatches);
     free(b->stored);
     free(b->stored_len);
@@ -337,7 +397,8 @@ int cmd_bench(int argc, char **argv)
         {"tasks", 1, 0, 'T'}, {"task-mib", 1, 0, 'M'}, {"batches", 1, 0, 'B'}, {"partitions", 1, 0, 'P'},
         {"skew", 1, 0, 'S'}, {"codec", 1, 0, 'c'}, {"level", 1, 0, 'l'}, {"threads", 1, 0, 't'},
         {"budget-mib", 1, 0, 'b'}, {"fsync", 0, 0, 'f'}, {"reps", 1, 0, 'r'}, {"dir", 1, 0, 'd'},
-        {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"tiny-writers", 1, 0, 'W'}, {"help", 0, 0, 'h'},
+        {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"tiny-writers", 1, 0, 'W'}, {"input", 1, 0, 'I'},
+        {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int ch, bad = 0;
     optind = 1;
@@ -381,10 +442,22 @@ int cmd_bench(int argc, char **argv)
             break;
         }
         case 'W': bad = cli_u32(B, "tiny-writers", optarg, 1, 1000000, &b.tiny_writers); break;
+        case 'I': {
+            int i = 0;
+            while (i < 4 && strcmp(optarg, input_names[i])) i++;
+            if (i == 4) {
+                fprintf(stderr, "bench: --input: '%s' is not batch, records, unsorted or tagged\n", optarg);
+                return 2;
+            }
+            b.input = i;
+            break;
+        }
         case 'h':
             printf("usage: mtshuffle bench [--tasks N] [--task-mib M] [--batches B] [--partitions N] [--skew F]\n"
                    "       [--codec C] [--level L] [--threads T] [--budget-mib M] [--fsync] [--reps R]\n"
-                   "       [--dir DIR] [--peer-dir DIR] [--tiny-writers N]\n"
+                   "       [--dir DIR] [--peer-dir DIR] [--tiny-writers N] [--input batch|records|unsorted|tagged]\n"
+                   "       (the writers get the same rows as batches grouped by partition, as sorted\n"
+                   "       records, as records in generation order, or as those in tagged buffers)\n"
                    "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
                    "                     (the default), tiny-engine, tiny-own, tiny-files]\n"
                    "One configuration, contenders interleaved; prints JSON samples (seconds per run).\n"
@@ -399,14 +472,18 @@ int cmd_bench(int argc, char **argv)
 
     b.nbatches = calloc(b.tasks, sizeof *b.nbatches);
     b.batch = calloc(b.tasks, sizeof *b.batch);
+    if (b.input == IN_TAGGED) b.tagged = calloc(b.tasks, sizeof *b.tagged);
     uint64_t rows = (uint64_t)(b.task_mib * 1048576.0 / WL_ROW_BYTES);
     for (uint32_t t = 0; t < b.tasks; t++) {
         long nb = lround(b.batches * (t + 1)) - lround(b.batches * t);
         b.nbatches[t] = (uint32_t)(nb < 1 ? 1 : nb);
         b.batch[t] = calloc(b.nbatches[t], sizeof(wl_batch));
+        if (b.tagged) b.tagged[t] = calloc(b.nbatches[t], sizeof(unsigned char *));
         for (uint32_t k = 0; k < b.nbatches[t]; k++) {
             uint64_t r = rows / b.nbatches[t] + (k < rows % b.nbatches[t]);
-            if (wl_make_batch(&b.wl, t, k, r, 0, &b.batch[t][k]) < 0) die("workload", "out of memory");
+            if (wl_make_batch(&b.wl, t, k, r, b.input >= IN_UNSORTED, &b.batch[t][k]) < 0)
+                die("workload", "out of memory");
+            if (b.input == IN_TAGGED) make_tagged(&b, t, k);
             b.bytes_in += b.batch[t][k].bytes;
         }
     }
@@ -474,10 +551,11 @@ int cmd_bench(int argc, char **argv)
     for (size_t i = 0; i < b.nitems; i++) b.compressed += b.items[i].out;
 
     printf("{\"config\":{\"tasks\":%u,\"task_mib\":%.3f,\"batches\":%.3f,\"partitions\":%u,\"skew\":%.3f,"
-           "\"codec\":\"%s\",\"level\":%d,\"threads\":%u,\"budget\":%llu,\"fsync\":%d,\"reps\":%u,\"dir\":\"%s\"},"
+           "\"codec\":\"%s\",\"level\":%d,\"threads\":%u,\"budget\":%llu,\"fsync\":%d,\"reps\":%u,\"dir\":\"%s\","
+           "\"input\":\"%s\"},"
            "\"bytes_in\":%llu,\"bytes_out\":%llu,\"compressed_only_bytes\":%llu,\"samples\":{",
            b.tasks, b.task_mib, b.batches, b.o.num_partitions, b.wl.skew, mts_codec_name(b.o.codec), b.o.level,
-           b.o.threads, (unsigned long long)b.o.max_bytes_in_flight, b.o.fsync, b.reps, b.dir,
+           b.o.threads, (unsigned long long)b.o.max_bytes_in_flight, b.o.fsync, b.reps, b.dir, input_names[b.input],
            (unsigned long long)b.bytes_in, (unsigned long long)bytes_out, (unsigned long long)b.compressed);
     const char *sep = "";
     for (int c = 0; c < MAX_CONTENDERS; c++) {
