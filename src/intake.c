@@ -15,6 +15,8 @@
 
 #include "writer_int.h"
 
+#define ARENA_SMALL_RECORD 4096u /* records up to this size take intake_held's fast path */
+
 /* ---- budget helpers -------------------------------------------------------------- */
 
 /* Segments a grouped input of `payload` bytes over `parts` partitions can be
@@ -34,10 +36,6 @@ static uint64_t arena_need(const mts_writer *w, uint64_t payload, uint32_t parts
            segs * (sizeof(job) + sizeof(seg) + sizeof(chunk) + 2 * w->codec->bound(&w->cp, 0));
 }
 
-uint64_t intake_arena_cap(const mts_writer *w)
-{
-    return w->arena_cap;
-}
 
 /* The reservation of one arena: its buffer, and its grouped copy when full. */
 static uint64_t arena_unit(const mts_writer *w)
@@ -202,7 +200,7 @@ static void arena_drop(mts_writer *w)
  * any, else from nothing. */
 static int arena_ready(mts_writer *w)
 {
-    uint64_t unit = arena_unit(w);
+    uint64_t unit = w->arena_unit_bytes;
     if (w->arena && w->arena_reserved == unit) return 0;
     if (!w->counts) {
         w->counts = mts_calloc((size_t)w->o.num_partitions + 1, sizeof(uint64_t));
@@ -283,17 +281,44 @@ static int arena_fits(const mts_writer *w, uint32_t p, size_t len)
            w->arena_cap + arena_need(w, w->arena_payload + len, parts) <= arena_unit(w);
 }
 
+/* The most one record of len bytes can add to arena_need(): its copy, its
+ * share of the codec bound (at most len plus an empty stream's), and the
+ * segments it can start. */
+static uint64_t record_need(const mts_writer *w, size_t len)
+{
+    uint64_t per_seg = sizeof(job) + sizeof(seg) + sizeof(chunk) + 2 * w->codec->bound(&w->cp, 0);
+    /* copy len; bound growth at most len + len/3 + two empty streams (lz4's
+     * 21-byte headers per 64+ bytes, zstd's len/256); segments as max_segs() */
+    return 3 * (uint64_t)len + 2 * w->codec->bound(&w->cp, 0) + per_seg * (2 + 4 * ((uint64_t)len / w->job_size + 1));
+}
+
+/* Slack: what the arena's reservation still surely covers, so that most
+ * records need no exact check (arena_fits() is one every few thousand). */
+static void arena_measure(mts_writer *w)
+{
+    uint64_t need = w->arena_cap + arena_need(w, w->arena_payload, w->arena_parts);
+    w->arena_slack = need < arena_unit(w) ? arena_unit(w) - need : 0;
+}
+
 int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
 {
-    FORWARD_IF_ERROR(arena_ready(w));
-    if (!arena_fits(w, p, len)) {
-        FORWARD_IF_ERROR(arena_flush(w));
+    if (w->arena && w->arena_reserved == w->arena_unit_bytes && len <= ARENA_SMALL_RECORD &&
+        w->arena_used + RECORD_HEADER + len <= w->arena_cap && w->arena_slack >= w->arena_small_need) {
+        w->arena_slack -= w->arena_small_need; /* the fast path: a small record, room to spare */
+    } else {
         FORWARD_IF_ERROR(arena_ready(w));
-        if (!arena_fits(w, p, len)) { /* too large for any arena: straight from the caller */
-            arena_drop(w);
-            uint64_t offs[2] = {0, len};
-            return submit_borrowed(w, b, p, p, offs, w->held_dest);
+        if (!arena_fits(w, p, len)) {
+            FORWARD_IF_ERROR(arena_flush(w));
+            FORWARD_IF_ERROR(arena_ready(w));
+            if (!arena_fits(w, p, len)) { /* too large for any arena: straight from the caller */
+                arena_drop(w);
+                uint64_t offs[2] = {0, len};
+                return submit_borrowed(w, b, p, p, offs, w->held_dest);
+            }
         }
+        arena_measure(w);
+        uint64_t d = record_need(w, len);
+        w->arena_slack = w->arena_slack > d ? w->arena_slack - d : 0;
     }
     if (w->seen[p] != w->arena_epoch) {
         w->seen[p] = w->arena_epoch;
@@ -339,4 +364,10 @@ void intake_free(mts_writer *w)
     mts_free(w->seen);
     w->counts = NULL;
     w->seen = NULL;
+}
+
+void intake_init(mts_writer *w)
+{
+    w->arena_unit_bytes = arena_unit(w);
+    w->arena_small_need = record_need(w, ARENA_SMALL_RECORD);
 }

@@ -159,6 +159,7 @@ int mts_writer_create(const mts_writer_options *opts, mts_writer **out, char *er
     w->engine = engine;
     w->client_up = 1;
     writer_fit_sizes(w, eng_cap(engine));
+    intake_init(w);
 
     what = "allocate per-partition state";
     if ((rc = out_init(&w->out, &w->env)) < 0) goto fail;

@@ -102,6 +102,9 @@ struct mts_writer {
     uint64_t stage_prepaid; /* reserved for the job the stage becomes */
     unsigned char *arena; /* unordered records: [u32 partition][u32 len][bytes] */
     uint64_t arena_used, arena_payload, arena_reserved;
+    uint64_t arena_unit_bytes; /* what a whole arena reserves (const after create) */
+    uint64_t arena_small_need; /* the most a small record adds to the need (const) */
+    uint64_t arena_slack;      /* reservation surely left for more records */
     uint32_t arena_parts; /* distinct partitions in the arena */
     uint32_t arena_epoch;
     uint32_t *seen;       /* per partition: the arena epoch it was last seen in */
@@ -133,7 +136,8 @@ int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, desti
  * input ends here (the caller runs the stage's job itself). */
 int intake_flush(mts_writer *w, int last);
 void intake_free(mts_writer *w);
-uint64_t intake_arena_cap(const mts_writer *w);
+/* Sizes derived from the budget; after writer_fit_sizes(). */
+void intake_init(mts_writer *w);
 
 /* jobs.c */
 extern const eng_client_ops writer_client_ops;
