@@ -26,21 +26,22 @@ static uint64_t max_segs(const mts_writer *w, uint64_t payload, uint32_t parts)
     return 2 * ((uint64_t)parts + 2 * (payload / w->job_size) + 2);
 }
 
-/* Everything the grouped copy of an arena costs until its jobs are drained:
- * the copy, and every job's charge. The codec bound of several pieces is at
- * most the bound of their sum plus two empty streams each. */
-static uint64_t arena_need(const mts_writer *w, uint64_t payload, uint32_t parts)
+/* Everything an arena's records cost besides the arena itself until its
+ * jobs are drained: their order (4 bytes a record) and every job's charge.
+ * The codec bound of several pieces is at most the bound of their sum plus
+ * two empty streams each. */
+static uint64_t arena_need(const mts_writer *w, uint64_t payload, uint32_t parts, uint64_t records)
 {
     uint64_t segs = max_segs(w, payload, parts);
-    return sizeof(inbuf) + payload + w->codec->bound(&w->cp, payload) +
+    return sizeof(inbuf) + 4 * records + w->codec->bound(&w->cp, payload) +
            segs * (sizeof(job) + sizeof(seg) + sizeof(chunk) + 2 * w->codec->bound(&w->cp, 0));
 }
 
-
-/* The reservation of one arena: its buffer, and its grouped copy when full. */
+/* The reservation of one arena: its buffer, the order of as many records as
+ * fit (each at least a header), and the jobs they become. */
 static uint64_t arena_unit(const mts_writer *w)
 {
-    return w->arena_cap + sizeof(inbuf) + w->arena_cap + w->codec->bound(&w->cp, w->arena_cap) + w->arena_cap / 2;
+    return w->arena_cap + sizeof(inbuf) + w->arena_cap / 2 + w->codec->bound(&w->cp, w->arena_cap) + w->arena_cap / 2;
 }
 
 static int acquire(mts_writer *w, uint64_t n)
@@ -73,7 +74,7 @@ static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_l
             uint64_t take = MTS_MIN(end - pos, w->job_size - in_bytes);
             uint64_t c = job_seg_charge(w, take);
             if (nsegs && charge + c > w->job_charge_cap) break;
-            plan[nsegs++] = (seg){p_first + k, pos, take, NULL};
+            plan[nsegs++] = (seg){p_first + k, 0, pos, take, NULL};
             in_bytes += take;
             charge += c;
             pos += take;
@@ -123,7 +124,7 @@ static void inbuf_wait_borrowed(mts_writer *w, inbuf *in)
 static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, uint32_t p_last, const uint64_t *offs,
                            destination *dest)
 {
-    inbuf in = {NULL, data, 0, 1};
+    inbuf in = {NULL, data, 0, NULL, 1};
     int rc = submit_range(w, &in, p_first, p_last, offs, dest, NULL, 0);
     inbuf_unref(w, &in);
     inbuf_wait_borrowed(w, &in);
@@ -160,7 +161,7 @@ static int stage_new(mts_writer *w)
         writer_fail(w, MTS_E_NOMEM, "allocate a %llu-byte stage buffer", (unsigned long long)w->job_size);
         return MTS_E_NOMEM;
     }
-    *in = (inbuf){mem, mem, buf, 1};
+    *in = (inbuf){mem, mem, buf, NULL, 1};
     w->stage = in;
     w->stage_used = 0;
     w->stage_prepaid = jobc;
@@ -227,49 +228,117 @@ static int arena_ready(mts_writer *w)
     return 0;
 }
 
-/* Groups the arena's records by partition (a stable counting sort into one
- * copy) and hands the copy to jobs, paid from the arena's reservation. */
+/* Submits jobs over an arena's records grouped by partition: order[] holds
+ * the records' offsets, partition p's from first[p] to first[p+1]. A job
+ * takes whole records up to job_size bytes (a larger record alone); the
+ * workers gather each segment's records before compressing. */
+static int submit_gathered(mts_writer *w, inbuf *in, const uint64_t *first, uint64_t *prepaid)
+{
+    uint32_t n = w->o.num_partitions, p = 0;
+    uint64_t k = 0; /* next record, in order[] */
+    seg *plan = w->plan;
+    for (;;) {
+        uint32_t nsegs = 0;
+        uint64_t in_bytes = 0, charge = sizeof(job);
+        while (p < n && nsegs < MAX_SEGS_PER_JOB) {
+            if (k >= first[p + 1]) {
+                p++;
+                continue;
+            }
+            /* This partition's records from k while they fit the job. */
+            uint64_t start = k, bytes = 0;
+            while (k < first[p + 1]) {
+                uint32_t len;
+                memcpy(&len, in->base + in->order[k] + 4, 4);
+                if ((in_bytes || bytes) && in_bytes + bytes + len > w->job_size) break;
+                bytes += len;
+                k++;
+            }
+            if (k == start) break; /* the job is full */
+            uint64_t c = job_seg_charge(w, bytes);
+            if (nsegs && charge + c > w->job_charge_cap) {
+                k = start;
+                break;
+            }
+            if (bytes) {
+                plan[nsegs++] = (seg){p, (uint32_t)(k - start), start, bytes, NULL};
+                charge += c;
+            }
+            in_bytes += bytes;
+            if (in_bytes >= w->job_size) break;
+        }
+        if (nsegs == 0 && p >= n) return 0;
+        if (nsegs == 0) continue; /* only empty records so far */
+        if (*prepaid < charge) { /* cannot happen: arena_need() bounds every job */
+            writer_fail(w, MTS_E_OVERFLOW, "an arena's jobs need %llu bytes more than reserved",
+                        (unsigned long long)(charge - *prepaid));
+            return MTS_E_OVERFLOW;
+        }
+        *prepaid -= charge;
+        job *j = mts_malloc(sizeof(job) + nsegs * sizeof(seg));
+        if (!j) {
+            eng_release(&w->client, charge);
+            writer_fail(w, MTS_E_NOMEM, "allocate a job for partition %u", plan[0].partition);
+            return MTS_E_NOMEM;
+        }
+        j->dest = w->held_dest;
+        j->in = in;
+        j->nsegs = nsegs;
+        j->struct_charge = sizeof(job) + nsegs * sizeof(seg);
+        memcpy(j->segs, plan, nsegs * sizeof(seg));
+        pthread_mutex_lock(&w->mu);
+        in->refs++;
+        pthread_mutex_unlock(&w->mu);
+        eng_submit(&w->client, &j->base);
+    }
+}
+
+/* Groups the arena's records by partition (a stable counting sort of their
+ * offsets, not their bytes) and hands the arena itself to the jobs, which
+ * gather each segment's records on the workers. The arena's reservation
+ * pays for everything; the next record starts a new arena. */
 static int arena_flush(mts_writer *w)
 {
     if (!w->arena_used) return 0;
     uint32_t n = w->o.num_partitions;
-    memset(w->counts, 0, ((size_t)n + 1) * sizeof(uint64_t));
+    uint64_t *first = w->counts, nrec = w->arena_records;
+    memset(first, 0, ((size_t)n + 1) * sizeof(uint64_t));
     for (uint64_t o = 0; o < w->arena_used;) {
         uint32_t p, len;
         memcpy(&p, w->arena + o, 4);
         memcpy(&len, w->arena + o + 4, 4);
-        w->counts[p + 1] += len;
+        first[p + 1]++;
         o += RECORD_HEADER + len;
     }
-    for (uint32_t p = 0; p < n; p++) w->counts[p + 1] += w->counts[p];
-    uint64_t payload = w->arena_payload, charge = payload + sizeof(inbuf);
-    uint64_t prepaid = w->arena_reserved - w->arena_cap;
+    for (uint32_t p = 0; p < n; p++) first[p + 1] += first[p];
     inbuf *in = mts_malloc(sizeof *in);
-    unsigned char *mem = in ? mts_malloc(payload) : NULL;
-    if (!mem) {
+    uint32_t *order = in ? mts_malloc((size_t)nrec * sizeof *order) : NULL;
+    if (!order) {
         mts_free(in);
-        writer_fail(w, MTS_E_NOMEM, "allocate %llu bytes to group records", (unsigned long long)payload);
+        writer_fail(w, MTS_E_NOMEM, "allocate the order of %llu records", (unsigned long long)nrec);
         return MTS_E_NOMEM;
     }
-    prepaid -= charge;
-    *in = (inbuf){mem, mem, charge, 1};
-    /* counts[p] walks from partition p's start to its end while copying;
-     * afterwards counts[p] is p's end, i.e. the start of p+1. */
+    /* first[p] walks from partition p's first record to its end while
+     * filling; afterwards first[p] is the start of p+1. */
     for (uint64_t o = 0; o < w->arena_used;) {
         uint32_t p, len;
         memcpy(&p, w->arena + o, 4);
         memcpy(&len, w->arena + o + 4, 4);
-        memcpy(mem + w->counts[p], w->arena + o + RECORD_HEADER, len);
-        w->counts[p] += len;
+        order[first[p]++] = (uint32_t)o;
         o += RECORD_HEADER + len;
     }
-    memmove(w->counts + 1, w->counts, (size_t)n * sizeof(uint64_t));
-    w->counts[0] = 0;
-    w->arena_used = w->arena_payload = 0;
+    memmove(first + 1, first, (size_t)n * sizeof(uint64_t));
+    first[0] = 0;
+    uint64_t charge = w->arena_cap + sizeof(inbuf) + 4 * nrec;
+    uint64_t prepaid = w->arena_reserved - charge;
+    *in = (inbuf){w->arena, w->arena, charge, order, 1};
+    w->arena = NULL; /* the jobs' now */
+    w->arena_reserved = 0;
+    w->arena_used = w->arena_payload = w->arena_records = 0;
     w->arena_parts = 0;
     w->arena_epoch++;
-    int rc = submit_range(w, in, 0, n - 1, w->counts, w->held_dest, &prepaid, 0);
-    w->arena_reserved = w->arena_cap + prepaid;
+    int rc = submit_gathered(w, in, first, &prepaid);
+    eng_release(&w->client, prepaid);
     inbuf_unref(w, in);
     return rc;
 }
@@ -278,7 +347,7 @@ static int arena_fits(const mts_writer *w, uint32_t p, size_t len)
 {
     uint32_t parts = w->arena_parts + (w->seen[p] != w->arena_epoch);
     return w->arena_used + RECORD_HEADER + len <= w->arena_cap &&
-           w->arena_cap + arena_need(w, w->arena_payload + len, parts) <= arena_unit(w);
+           w->arena_cap + arena_need(w, w->arena_payload + len, parts, w->arena_records + 1) <= arena_unit(w);
 }
 
 /* The most one record of len bytes can add to arena_need(): its copy, its
@@ -287,16 +356,18 @@ static int arena_fits(const mts_writer *w, uint32_t p, size_t len)
 static uint64_t record_need(const mts_writer *w, size_t len)
 {
     uint64_t per_seg = sizeof(job) + sizeof(seg) + sizeof(chunk) + 2 * w->codec->bound(&w->cp, 0);
-    /* copy len; bound growth at most len + len/3 + two empty streams (lz4's
-     * 21-byte headers per 64+ bytes, zstd's len/256); segments as max_segs() */
-    return 3 * (uint64_t)len + 2 * w->codec->bound(&w->cp, 0) + per_seg * (2 + 4 * ((uint64_t)len / w->job_size + 1));
+    /* its order entry; bound growth at most len + len/3 + two empty streams
+     * (lz4's 21-byte headers per 64+ bytes, zstd's len/256); segments as
+     * max_segs() */
+    return 4 + 2 * (uint64_t)len + 2 * w->codec->bound(&w->cp, 0) +
+           per_seg * (2 + 4 * ((uint64_t)len / w->job_size + 1));
 }
 
 /* Slack: what the arena's reservation still surely covers, so that most
  * records need no exact check (arena_fits() is one every few thousand). */
 static void arena_measure(mts_writer *w)
 {
-    uint64_t need = w->arena_cap + arena_need(w, w->arena_payload, w->arena_parts);
+    uint64_t need = w->arena_cap + arena_need(w, w->arena_payload, w->arena_parts, w->arena_records);
     w->arena_slack = need < arena_unit(w) ? arena_unit(w) - need : 0;
 }
 
@@ -330,6 +401,7 @@ int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
     if (len) memcpy(w->arena + w->arena_used + RECORD_HEADER, b, len);
     w->arena_used += RECORD_HEADER + len;
     w->arena_payload += len;
+    w->arena_records++;
     return 0;
 }
 
@@ -358,7 +430,7 @@ void intake_free(mts_writer *w)
         w->stage = NULL;
         w->stage_prepaid = 0;
     }
-    w->arena_used = w->arena_payload = 0;
+    w->arena_used = w->arena_payload = w->arena_records = 0;
     if (w->client_up) arena_drop(w);
     mts_free(w->counts);
     mts_free(w->seen);

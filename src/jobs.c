@@ -26,6 +26,7 @@ void inbuf_unref(mts_writer *w, inbuf *in)
     if (left == 0 && mem) {
         eng_release(&w->client, in->charge);
         mts_free(mem);
+        mts_free(in->order);
         mts_free(in);
     }
 }
@@ -40,6 +41,35 @@ static int worker_cctx(mts_writer *w, eng_worker *wk, void **ctx)
     }
     *ctx = s->p;
     return 0;
+}
+
+#define SLOT_GATHER 3 /* a worker's buffer for gathering records */
+
+/* Copies a segment's records, in order, into the worker's gather buffer
+ * (per-worker memory that outlives jobs: at most the largest segment, a
+ * job's input or one arena record). NULL if it cannot grow. */
+static const unsigned char *gather(const inbuf *in, const seg *s, eng_worker *wk)
+{
+    eng_slot *slot = eng_worker_slot(wk, SLOT_GATHER);
+    size_t *cap = slot->p ? (size_t *)slot->p : NULL;
+    if (!cap || *cap < s->len) {
+        size_t want = MTS_MAX((size_t)s->len, (size_t)64 << 10);
+        size_t *g = mts_realloc(slot->p, sizeof(size_t) * 2 + want);
+        if (!g) return NULL;
+        g[0] = want;
+        slot->p = g;
+        slot->free_fn = mts__alloc.free_fn;
+        cap = g;
+    }
+    unsigned char *dst = (unsigned char *)(cap + 2), *d = dst;
+    for (uint32_t i = 0; i < s->nrecords; i++) {
+        const unsigned char *r = in->base + in->order[s->off + i];
+        uint32_t len;
+        memcpy(&len, r + 4, 4);
+        memcpy(d, r + RECORD_HEADER, len);
+        d += len;
+    }
+    return dst;
 }
 
 static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
@@ -60,9 +90,9 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
             continue;
         }
         chunk *c = mts_malloc(sizeof(chunk) + bound);
+        const unsigned char *src = j->in->order ? gather(j->in, s, wk) : j->in->base + s->off;
         size_t clen = 0;
-        rc = c ? w->codec->compress(&w->cp, cctx, j->in->base + s->off, s->len, c->data, bound, &clen)
-               : MTS_E_NOMEM;
+        rc = c && src ? w->codec->compress(&w->cp, cctx, src, s->len, c->data, bound, &clen) : MTS_E_NOMEM;
         if (rc < 0) {
             writer_fail(w, rc, "compress partition %u (%llu bytes, %s)", s->partition, (unsigned long long)s->len,
                         mts_codec_name(w->o.codec));

@@ -41,13 +41,16 @@
 typedef struct inbuf {
     unsigned char *mem;        /* owned memory; NULL when borrowed from the caller */
     const unsigned char *base; /* where the bytes are */
-    uint64_t charge;           /* budget held for mem */
+    uint64_t charge;           /* budget held for mem (and order) */
+    uint32_t *order;           /* an arena's records grouped by partition: their offsets
+                                  in base, owned; NULL for bytes already grouped */
     int refs;                  /* guarded by writer.mu; one per job plus the producer's */
 } inbuf;
 
 typedef struct seg {
     uint32_t partition;
-    uint64_t off, len; /* in the job's inbuf */
+    uint32_t nrecords; /* gathered input: records order[off, off+nrecords) */
+    uint64_t off, len; /* grouped input: bytes [off, off+len) of the inbuf */
     chunk *out;        /* set by the worker */
 } seg;
 
@@ -106,6 +109,7 @@ struct mts_writer {
     uint64_t arena_small_need; /* the most a small record adds to the need (const) */
     uint64_t arena_slack;      /* reservation surely left for more records */
     uint32_t arena_parts; /* distinct partitions in the arena */
+    uint64_t arena_records;
     uint32_t arena_epoch;
     uint32_t *seen;       /* per partition: the arena epoch it was last seen in */
     uint64_t *counts;     /* num_partitions+1, for the arena's counting sort */
