@@ -143,7 +143,7 @@ static void job_drain(void *ctx, eng_job *ej)
 static void writer_reclaim(void *ctx)
 {
     mts_writer *w = ctx;
-    runs_spill(&w->runs);
+    if (w->held_dest == &w->runs.d) runs_spill(&w->runs); /* only the run store holds chunks */
 }
 
 const eng_client_ops writer_client_ops = {job_run, job_drain, writer_reclaim};
