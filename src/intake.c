@@ -217,6 +217,18 @@ static int arena_ready(mts_writer *w)
         return 0;
     }
     arena_drop(w);
+    /* An arena back from its jobs saves faulting in a fresh one; it comes
+     * with its own share of the budget. */
+    unsigned char *spare = arena_take_spare(w);
+    if (spare && eng_try_acquire(&w->client, unit - w->arena_cap) == 0) {
+        w->arena = spare;
+        w->arena_reserved = unit;
+        return 0;
+    }
+    if (spare) { /* no room for the rest now: give it back before waiting */
+        mts_free(spare);
+        eng_release(&w->client, w->arena_cap);
+    }
     FORWARD_IF_ERROR(acquire(w, unit));
     w->arena_reserved = unit;
     w->arena = mts_malloc(w->arena_cap);
@@ -431,7 +443,10 @@ void intake_free(mts_writer *w)
         w->stage_prepaid = 0;
     }
     w->arena_used = w->arena_payload = w->arena_records = 0;
-    if (w->client_up) arena_drop(w);
+    if (w->client_up) {
+        arena_drop(w);
+        arena_free_spare(w);
+    }
     mts_free(w->counts);
     mts_free(w->seen);
     w->counts = NULL;

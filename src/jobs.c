@@ -23,12 +23,46 @@ void inbuf_unref(mts_writer *w, inbuf *in)
                                      lives on a stack that may be gone after it */
     if (left == 0 && !mem) pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    if (left == 0 && mem) {
+    if (left == 0 && mem && in->order && !writer_failed(w) && arena_keep(w, mem)) {
+        eng_release(&w->client, in->charge - w->arena_cap); /* the arena's share stays with it */
+        mts_free(in->order);
+        mts_free(in);
+    } else if (left == 0 && mem) {
         eng_release(&w->client, in->charge);
         mts_free(mem);
         mts_free(in->order);
         mts_free(in);
     }
+}
+
+int arena_keep(mts_writer *w, unsigned char *arena)
+{
+    /* Reclaimable first: a reclaimer that finds no spare yet frees nothing. */
+    eng_note_reclaimable(&w->client, (int64_t)w->arena_cap);
+    pthread_mutex_lock(&w->mu);
+    int kept = w->spare == NULL;
+    if (kept) w->spare = arena;
+    pthread_mutex_unlock(&w->mu);
+    if (!kept) eng_note_reclaimable(&w->client, -(int64_t)w->arena_cap);
+    return kept;
+}
+
+unsigned char *arena_take_spare(mts_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    unsigned char *a = w->spare;
+    w->spare = NULL;
+    pthread_mutex_unlock(&w->mu);
+    if (a) eng_note_reclaimable(&w->client, -(int64_t)w->arena_cap);
+    return a; /* still charged arena_cap */
+}
+
+void arena_free_spare(mts_writer *w)
+{
+    unsigned char *a = arena_take_spare(w);
+    if (!a) return;
+    mts_free(a);
+    eng_release(&w->client, w->arena_cap);
 }
 
 /* The worker's context for the writer's codec, created on first use. */
@@ -143,6 +177,7 @@ static void job_drain(void *ctx, eng_job *ej)
 static void writer_reclaim(void *ctx)
 {
     mts_writer *w = ctx;
+    arena_free_spare(w);
     if (w->held_dest == &w->runs.d) runs_spill(&w->runs); /* only the run store holds chunks */
 }
 

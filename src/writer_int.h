@@ -108,6 +108,8 @@ struct mts_writer {
     uint64_t arena_unit_bytes; /* what a whole arena reserves (const after create) */
     uint64_t arena_small_need; /* the most a small record adds to the need (const) */
     uint64_t arena_slack;      /* reservation surely left for more records */
+    unsigned char *spare;      /* guarded by mu: an arena back from its jobs, kept for the next
+                                  one; charged arena_cap and reclaimable by any waiter */
     uint32_t arena_parts; /* distinct partitions in the arena */
     uint64_t arena_records;
     uint32_t arena_epoch;
@@ -145,6 +147,12 @@ void intake_init(mts_writer *w);
 
 /* jobs.c */
 extern const eng_client_ops writer_client_ops;
+/* The spare arena (arena_cap bytes, charged): kept by the worker whose job
+ * was the arena's last (0 if one is kept already), taken by the producer
+ * (NULL if none), freed by reclaim and teardown. */
+int arena_keep(mts_writer *w, unsigned char *arena);
+unsigned char *arena_take_spare(mts_writer *w);
+void arena_free_spare(mts_writer *w);
 /* Budget for a job of nsegs segments totalling in_bytes (codec bound). */
 uint64_t job_seg_charge(const mts_writer *w, uint64_t take);
 void inbuf_unref(mts_writer *w, inbuf *in);
