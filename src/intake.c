@@ -53,6 +53,30 @@ static int acquire(mts_writer *w, uint64_t n)
 
 /* ---- cutting input into jobs --------------------------------------------------- */
 
+/* Makes plan[0..nsegs) of in into a job bound for dest and submits it; its
+ * charge is paid already. */
+static int submit_job(mts_writer *w, inbuf *in, destination *dest, const seg *plan, uint32_t nsegs, uint64_t charge,
+                      int quiet)
+{
+    job *j = mts_malloc(sizeof(job) + nsegs * sizeof(seg));
+    if (!j) {
+        eng_release(&w->client, charge);
+        writer_fail(w, MTS_E_NOMEM, "allocate a job for partition %u", plan[0].partition);
+        return MTS_E_NOMEM;
+    }
+    j->dest = dest;
+    j->in = in;
+    j->nsegs = nsegs;
+    j->struct_charge = sizeof(job) + nsegs * sizeof(seg);
+    memcpy(j->segs, plan, nsegs * sizeof(seg));
+    pthread_mutex_lock(&w->mu);
+    in->refs++;
+    pthread_mutex_unlock(&w->mu);
+    if (quiet) eng_submit_quiet(&w->client, &j->base);
+    else eng_submit(&w->client, &j->base);
+    return 0;
+}
+
 /* Submits jobs for partitions [p_first, p_last] of in, partition p_first+k
  * spanning in->base[offs[k], offs[k+1]). Empty partitions get no segment.
  * Job charges come from *prepaid while it lasts, else from the budget. */
@@ -94,22 +118,7 @@ static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_l
                 return rc;
             }
         }
-        job *j = mts_malloc(sizeof(job) + nsegs * sizeof(seg));
-        if (!j) {
-            eng_release(&w->client, charge);
-            writer_fail(w, MTS_E_NOMEM, "allocate a job for partition %u", plan[0].partition);
-            return MTS_E_NOMEM;
-        }
-        j->dest = dest;
-        j->in = in;
-        j->nsegs = nsegs;
-        j->struct_charge = sizeof(job) + nsegs * sizeof(seg);
-        memcpy(j->segs, plan, nsegs * sizeof(seg));
-        pthread_mutex_lock(&w->mu);
-        in->refs++;
-        pthread_mutex_unlock(&w->mu);
-        if (quiet) eng_submit_quiet(&w->client, &j->base);
-        else eng_submit(&w->client, &j->base);
+        FORWARD_IF_ERROR(submit_job(w, in, dest, plan, nsegs, charge, quiet));
     }
 }
 
@@ -287,21 +296,7 @@ static int submit_gathered(mts_writer *w, inbuf *in, const uint64_t *first, uint
             return MTS_E_OVERFLOW;
         }
         *prepaid -= charge;
-        job *j = mts_malloc(sizeof(job) + nsegs * sizeof(seg));
-        if (!j) {
-            eng_release(&w->client, charge);
-            writer_fail(w, MTS_E_NOMEM, "allocate a job for partition %u", plan[0].partition);
-            return MTS_E_NOMEM;
-        }
-        j->dest = w->held_dest;
-        j->in = in;
-        j->nsegs = nsegs;
-        j->struct_charge = sizeof(job) + nsegs * sizeof(seg);
-        memcpy(j->segs, plan, nsegs * sizeof(seg));
-        pthread_mutex_lock(&w->mu);
-        in->refs++;
-        pthread_mutex_unlock(&w->mu);
-        eng_submit(&w->client, &j->base);
+        FORWARD_IF_ERROR(submit_job(w, in, w->held_dest, plan, nsegs, charge, 0));
     }
 }
 
