@@ -26,6 +26,14 @@ int cli_double(const char *cmd, const char *opt, const char *s, double min, doub
 int cli_size(const char *cmd, const char *opt, const char *s, double unit, uint64_t min, uint64_t max,
              uint64_t *out);
 
+/* bench_input.c: a task's rows to a writer in each input shape */
+enum { IN_BATCH, IN_RECORDS, IN_UNSORTED, IN_TAGGED };
+struct wl_batch;
+/* The batch's rows in generation order as tagged records (malloc'd). */
+unsigned char *bench_tagged(const struct wl_batch *bt);
+int bench_feed(mts_writer *w, int input, const struct wl_batch *batches, uint32_t nbatches,
+               unsigned char *const *tagged);
+
 /* bench_tiny.c: mtshuffle bench's tiny-* contenders */
 void tiny_writers(const char *dir, const mts_writer_options *base, mts_engine *engine, uint32_t writers);
 void tiny_files(const char *dir, uint32_t num_partitions, uint32_t writers);

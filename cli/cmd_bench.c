@@ -50,8 +50,7 @@ typedef struct item { /* one compress-only / decode-only unit */
     uint32_t task;
 } item;
 
-typedef enum { IN_BATCH, IN_RECORDS, IN_UNSORTED, IN_TAGGED } input_kind;
-static const char *input_names[] = {"batch", "records", "unsorted", "tagged"};
+static const char *input_names[] = {"batch", "records", "unsorted", "tagged"}; /* IN_* */
 
 typedef struct bench {
     mts_writer_options o;
@@ -102,58 +101,6 @@ static void remove_outputs(bench *b)
     unlink(path);
 }
 
-#define TAGGED_BUFFER (8u << 20) /* as the JNI binding's direct buffers */
-
-/* One batch's rows in generation order as tagged buffers of TAGGED_BUFFER
- * bytes: [u32 BE partition][u32 BE length][row]. */
-static void make_tagged(bench *b, uint32_t t, uint32_t k)
-{
-    wl_batch *bt = &b->batch[t][k];
-    uint64_t need = bt->rows * (8 + WL_ROW_BYTES);
-    unsigned char *p = malloc(need + 1);
-    if (!p) die("workload", "out of memory");
-    for (uint64_t i = 0; i < bt->rows; i++) {
-        unsigned char *r = p + i * (8 + WL_ROW_BYTES);
-        uint32_t part = bt->part[i], len = WL_ROW_BYTES;
-        for (int j = 0; j < 4; j++) {
-            r[j] = (unsigned char)(part >> (24 - 8 * j));
-            r[4 + j] = (unsigned char)(len >> (24 - 8 * j));
-        }
-        memcpy(r + 8, bt->unsorted + i * WL_ROW_BYTES, WL_ROW_BYTES);
-    }
-    b->tagged[t][k] = p;
-}
-
-/* The task's input in the chosen shape. */
-static int feed(bench *b, mts_writer *w, uint32_t t)
-{
-    int rc = 0;
-    for (uint32_t k = 0; rc == 0 && k < b->nbatches[t]; k++) {
-        wl_batch *bt = &b->batch[t][k];
-        switch (b->input) {
-        case IN_BATCH: rc = mts_writer_add_batch(w, bt->grouped, bt->offsets); break;
-        case IN_RECORDS:
-            for (uint64_t off = 0; rc == 0 && off < bt->bytes; off += WL_ROW_BYTES) {
-                uint32_t p = 0;
-                while (bt->offsets[p + 1] <= off) p++; /* rows are grouped: p only grows */
-                rc = mts_writer_append(w, p, bt->grouped + off, WL_ROW_BYTES);
-            }
-            break;
-        case IN_UNSORTED:
-            for (uint64_t i = 0; rc == 0 && i < bt->rows; i++)
-                rc = mts_writer_append(w, bt->part[i], bt->unsorted + i * WL_ROW_BYTES, WL_ROW_BYTES);
-            break;
-        case IN_TAGGED: {
-            size_t total = bt->rows * (8 + WL_ROW_BYTES), per = TAGGED_BUFFER / (8 + WL_ROW_BYTES) * (8 + WL_ROW_BYTES);
-            for (size_t off = 0; rc == 0 && off < total; off += per)
-                rc = mts_writer_append_tagged(w, b->tagged[t][k] + off, MTS_BENCH_MIN(per, total - off));
-            break;
-        }
-        }
-    }
-    return rc;
-}
-
 static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
 {
     *peak_held = 0;
@@ -165,7 +112,7 @@ static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
         mts_writer *w;
         char err[600];
         if (mts_writer_create(&o, &w, err, sizeof err) < 0) die("create", err);
-        int rc = feed(b, w, t);
+        int rc = bench_feed(w, b->input, b->batch[t], b->nbatches[t], b->tagged ? b->tagged[t] : NULL);
         if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);
         if (rc < 0) die("write", mts_writer_error(w));
         mts_writer_stats st;
@@ -483,7 +430,8 @@ int cmd_bench(int argc, char **argv)
             uint64_t r = rows / b.nbatches[t] + (k < rows % b.nbatches[t]);
             if (wl_make_batch(&b.wl, t, k, r, b.input >= IN_UNSORTED, &b.batch[t][k]) < 0)
                 die("workload", "out of memory");
-            if (b.input == IN_TAGGED) make_tagged(&b, t, k);
+            if (b.input == IN_TAGGED && !(b.tagged[t][k] = bench_tagged(&b.batch[t][k])))
+                die("workload", "out of memory");
             b.bytes_in += b.batch[t][k].bytes;
         }
     }

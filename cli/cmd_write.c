@@ -14,7 +14,7 @@
 #include "mtshuffle.h"
 #include "workload.h"
 
-typedef enum { IN_BATCH, IN_RECORDS, IN_UNSORTED } input_kind;
+typedef int input_kind; /* IN_BATCH, IN_RECORDS or IN_UNSORTED (cli.h) */
 
 typedef struct write_cfg {
     mts_writer_options o;
