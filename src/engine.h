@@ -22,8 +22,9 @@
  * that reports the most reclaimable bytes (a writer spills its held chunks),
  * on the waiter's own thread. Hence no deadlock and no starvation.
  *
- * Lock order: engine.mu is a leaf. run(), drain() and reclaim() are called
- * without it; they may take their client's own locks and call eng_release(),
+ * Lock order: engine.mu is taken last (a client may hold its own lock when
+ * it calls eng_release and friends) and is never held around a callback:
+ * run(), drain() and reclaim() are called without it; they may take their client's own locks and call eng_release(),
  * eng_note_reclaimable() (which take engine.mu briefly). */
 #ifndef MTS_ENGINE_H
 #define MTS_ENGINE_H

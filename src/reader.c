@@ -20,8 +20,9 @@
  * now, and if the frontier cannot get any, the pieces decoded ahead (never
  * handed out) are dropped and their cursors start again later.
  *
- * Locks: reader.mu guards cursors, pieces and stats; it is a leaf (released
- * around eng_acquire, whose engine.mu is never held with it). */
+ * Locks: reader.mu guards cursors, pieces and stats. Order: reader.mu, then
+ * engine.mu (pieces are given back and units paid while it is held); it is
+ * released around the blocking eng_acquire. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

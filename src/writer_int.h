@@ -10,9 +10,11 @@
  * other clients' threads may call reclaim (a spill of the run store). Each
  * field says who writes it.
  *
- * Locks: writer.mu guards the first error and its message; run_store.mu
- * guards the held chunks and the run file; engine.mu guards the budget and
- * the queues. None is held while another is taken: all are leaves.
+ * Locks: writer.mu guards the first error, its message and the spare arena;
+ * run_store.mu guards the held chunks and the run file; engine.mu guards
+ * the budget and the queues. Order: run_store.mu, then engine.mu (a spill
+ * or merge gives budget back while it holds its store); writer.mu is a leaf;
+ * engine.mu is taken last and never held around a callback.
  *
  * Budget rule (what keeps a shared engine free of deadlock): the producer
  * blocks in eng_acquire() only while everything it holds comes back without
