@@ -314,6 +314,14 @@ void eng_wait_idle(eng_client *c)
     pthread_mutex_unlock(&e->mu);
 }
 
+void eng_wait_reclaims(eng_client *c)
+{
+    mts_engine *e = c->e;
+    pthread_mutex_lock(&e->mu);
+    while (c->reclaiming) pthread_cond_wait(&c->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* ---- budget ----------------------------------------------------------------- */
 
 static void take(mts_engine *e, eng_client *c, uint64_t n)

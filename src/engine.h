@@ -95,6 +95,9 @@ void eng_submit(eng_client *c, eng_job *job);
 /* Queues the job without waking a worker: for a job the caller is about to
  * run itself in eng_wait_idle (a worker that comes by may still take it). */
 void eng_submit_quiet(eng_client *c, eng_job *job);
+/* Blocks until no other thread is in this client's reclaim(): once the
+ * client reports nothing reclaimable, what it held is then given back. */
+void eng_wait_reclaims(eng_client *c);
 /* Blocks until every job this client submitted has been drained; meanwhile
  * the calling thread runs those of its jobs no worker has taken yet. */
 void eng_wait_idle(eng_client *c);

@@ -90,6 +90,9 @@ static void release_all(mts_writer *w, int remove_data)
     if (w->client_up) eng_wait_idle(&w->client);
     intake_free(w);
     if (w->held_dest) w->held_dest->ops->discard(w->held_dest);
+    /* Nothing is reclaimable now; a reclaim another thread began before may
+     * still be giving back what it took (a spare arena). */
+    if (w->client_up) eng_wait_reclaims(&w->client);
     if (remove_data && w->out.fd >= 0) unlink(w->out.path); /* ours while open */
     out_close(&w->out);
 }
