@@ -206,8 +206,9 @@ static void arena_drop(mts_writer *w)
     w->arena_reserved = 0;
 }
 
-/* Makes the arena's reservation whole again: without blocking while it holds
- * any, else from nothing. */
+/* An arena with its whole reservation: the one in use, else the spare with
+ * the rest of its unit if that is free now, else a fresh one, waiting for the
+ * budget while the writer holds nothing of its own. */
 static int arena_ready(mts_writer *w)
 {
     uint64_t unit = w->arena_unit_bytes;
@@ -221,11 +222,7 @@ static int arena_ready(mts_writer *w)
         }
         w->arena_epoch = 1;
     }
-    if (w->arena && eng_try_acquire(&w->client, unit - w->arena_reserved) == 0) {
-        w->arena_reserved = unit;
-        return 0;
-    }
-    arena_drop(w);
+    arena_drop(w); /* nothing to drop: a flush hands the arena to its jobs */
     /* An arena back from its jobs saves faulting in a fresh one; it comes
      * with its own share of the budget. */
     unsigned char *spare = arena_take_spare(w);
