@@ -73,6 +73,7 @@ typedef struct bench {
     size_t next;            /* work counter, atomic */
     uint32_t tiny_writers;
     int input;              /* IN_*: the shape the writers get the input in */
+    int shared_engine;      /* writers and readers run on `engine` (else each its own) */
     unsigned char ***tagged; /* per task, per batch: IN_TAGGED's buffers */
     mts_engine *engine;     /* tiny-engine's, made once before the clock starts */
     int failed;
@@ -109,6 +110,7 @@ static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
         o.dir = b->dir;
         o.map_id = t;
         o.strategy = strategy;
+        if (b->shared_engine) o.engine = b->engine;
         mts_writer *w;
         char err[600];
         if (mts_writer_create(&o, &w, err, sizeof err) < 0) die("create", err);
@@ -244,6 +246,7 @@ static void run_read(bench *b)
     mts_reader_options_init(&ro);
     ro.threads = b->o.threads;
     ro.codec = b->o.codec;
+    if (b->shared_engine) ro.engine = b->engine;
     mts_reader *r;
     char err[600];
     if (mts_reader_open_dir(&ro, b->dir, 0, &r, err, sizeof err) < 0) die("read", err);
@@ -340,12 +343,13 @@ int cmd_bench(int argc, char **argv)
     b.wl.seed = 42;
     for (int i = 0; i < DEFAULT_CONTENDERS; i++) b.use[i] = 1;
     b.tiny_writers = 200;
+    b.shared_engine = 1;
     static const struct option opts[] = {
         {"tasks", 1, 0, 'T'}, {"task-mib", 1, 0, 'M'}, {"batches", 1, 0, 'B'}, {"partitions", 1, 0, 'P'},
         {"skew", 1, 0, 'S'}, {"codec", 1, 0, 'c'}, {"level", 1, 0, 'l'}, {"threads", 1, 0, 't'},
         {"budget-mib", 1, 0, 'b'}, {"fsync", 0, 0, 'f'}, {"reps", 1, 0, 'r'}, {"dir", 1, 0, 'd'},
         {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"tiny-writers", 1, 0, 'W'}, {"input", 1, 0, 'I'},
-        {"help", 0, 0, 'h'},
+        {"engine", 1, 0, 'E'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int ch, bad = 0;
     optind = 1;
@@ -388,6 +392,14 @@ int cmd_bench(int argc, char **argv)
             }
             break;
         }
+        case 'E':
+            if (!strcmp(optarg, "shared")) b.shared_engine = 1;
+            else if (!strcmp(optarg, "per-task")) b.shared_engine = 0;
+            else {
+                fprintf(stderr, "bench: --engine: '%s' is not shared or per-task\n", optarg);
+                return 2;
+            }
+            break;
         case 'W': bad = cli_u32(B, "tiny-writers", optarg, 1, 1000000, &b.tiny_writers); break;
         case 'I': {
             int i = 0;
@@ -405,6 +417,8 @@ int cmd_bench(int argc, char **argv)
                    "       [--dir DIR] [--peer-dir DIR] [--tiny-writers N] [--input batch|records|unsorted|tagged]\n"
                    "       (the writers get the same rows as batches grouped by partition, as sorted\n"
                    "       records, as records in generation order, or as those in tagged buffers)\n"
+                   "       [--engine shared|per-task] (writers and readers on one engine made before\n"
+                   "       the clock starts, as in a Spark executor (the default), or each its own)\n"
                    "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
                    "                     (the default), tiny-engine, tiny-own, tiny-files]\n"
                    "One configuration, contenders interleaved; prints JSON samples (seconds per run).\n"
@@ -438,7 +452,7 @@ int cmd_bench(int argc, char **argv)
     if (b.use[2] || b.use[3]) plan_items(&b);
     if (b.use[4] || b.use[5]) write_input_file(&b);
     char err[300];
-    if (b.use[8] && mts_engine_create(b.o.threads, b.o.max_bytes_in_flight, &b.engine, err, sizeof err) < 0)
+    if ((b.use[8] || b.shared_engine) && mts_engine_create(b.o.threads, b.o.max_bytes_in_flight, &b.engine, err, sizeof err) < 0)
         die("engine", err);
 
     double samples[MAX_CONTENDERS][MAX_REPS];
@@ -500,10 +514,11 @@ int cmd_bench(int argc, char **argv)
 
     printf("{\"config\":{\"tasks\":%u,\"task_mib\":%.3f,\"batches\":%.3f,\"partitions\":%u,\"skew\":%.3f,"
            "\"codec\":\"%s\",\"level\":%d,\"threads\":%u,\"budget\":%llu,\"fsync\":%d,\"reps\":%u,\"dir\":\"%s\","
-           "\"input\":\"%s\"},"
+           "\"input\":\"%s\",\"engine\":\"%s\"},"
            "\"bytes_in\":%llu,\"bytes_out\":%llu,\"compressed_only_bytes\":%llu,\"samples\":{",
            b.tasks, b.task_mib, b.batches, b.o.num_partitions, b.wl.skew, mts_codec_name(b.o.codec), b.o.level,
            b.o.threads, (unsigned long long)b.o.max_bytes_in_flight, b.o.fsync, b.reps, b.dir, input_names[b.input],
+           b.shared_engine ? "shared" : "per-task",
            (unsigned long long)b.bytes_in, (unsigned long long)bytes_out, (unsigned long long)b.compressed);
     const char *sep = "";
     for (int c = 0; c < MAX_CONTENDERS; c++) {

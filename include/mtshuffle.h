@@ -137,6 +137,8 @@ typedef struct mts_engine_stats {
     uint64_t budget;          /* the cap */
     uint64_t budget_wait_ns;  /* summed over every blocked acquisition */
     uint64_t reclaims;        /* times a waiter made a holder spill */
+    uint64_t bytes_cached;    /* part of bytes_held: freed buffers kept for reuse, given back
+                                 as soon as a writer or reader waits for budget */
 } mts_engine_stats;
 
 MTS_API int mts_engine_get_stats(const mts_engine *e, mts_engine_stats *stats);

@@ -15,6 +15,12 @@ typedef struct codec_params {
     uint32_t block_size; /* lz4 */
 } codec_params;
 
+/* One piece of a compress_v() input. */
+typedef struct codec_piece {
+    const void *p;
+    size_t n;
+} codec_piece;
+
 /* Receives decoded bytes in order; returns 0 or a negative code to stop. */
 typedef int (*codec_sink)(void *ctx, const void *buf, size_t len);
 
@@ -27,6 +33,13 @@ typedef struct codec_vtable {
     void (*ctx_free)(void *ctx);
     int (*compress)(const codec_params *p, void *ctx, const void *src, size_t n, void *dst,
                     size_t cap, size_t *out_len);
+    /* Optional (NULL: join the pieces and compress()): one stream of the
+     * pieces' concatenation, read in place. The stream is the one compress()
+     * makes of the joined bytes when each piece but the last is a multiple
+     * of piece_align() (0: never; compress_v is then NULL too). */
+    int (*compress_v)(const codec_params *p, void *ctx, const codec_piece *v, unsigned nv, void *dst,
+                      size_t cap, size_t *out_len);
+    size_t (*piece_align)(const codec_params *p);
     /* Decodes a concatenation of streams. On MTS_E_CORRUPT, *bad_offset is
      * the offset in src of the unit (block, frame) that failed. */
     int (*decode)(const void *src, size_t n, codec_sink sink, void *sink_ctx,

@@ -47,35 +47,52 @@ static int lz4_ctx_new(const codec_params *p, void **ctx)
 
 static void lz4_ctx_free(void *ctx) { mts_free(ctx); }
 
-static int lz4_compress(const codec_params *p, void *ctx, const void *src, size_t n, void *dst,
-                        size_t cap, size_t *out_len)
+/* Blocks restart at every piece, so the stream equals that of the joined
+ * pieces when each piece but the last is a multiple of the block size. */
+static int lz4_compress_v(const codec_params *p, void *ctx, const codec_piece *v, unsigned nv, void *dst, size_t cap,
+                          size_t *out_len)
 {
-    const unsigned char *in = src;
     unsigned char *out = dst;
     unsigned level = lz4j_level(p->block_size);
-    size_t o = 0;
-    if (cap < lz4_bound(p, n)) return MTS_E_OVERFLOW;
-    for (size_t i = 0; i < n;) {
-        int blen = (int)MTS_MIN((size_t)p->block_size, n - i);
-        unsigned char *h = out + o;
-        /* Capacity blen-1: lz4 gives up (returns 0) unless the block shrinks. */
-        int clen = LZ4_compress_fast_extState(ctx, (const char *)in + i,
-                                              (char *)h + LZ4J_HEADER_LEN, blen, blen - 1, 1);
-        uint32_t check = lz4j_check(in + i, (size_t)blen);
-        if (clen > 0) {
-            put_header(h, LZ4J_METHOD_LZ4 | level, (uint32_t)clen, (uint32_t)blen, check);
-        } else {
-            clen = blen;
-            memcpy(h + LZ4J_HEADER_LEN, in + i, (size_t)blen);
-            put_header(h, LZ4J_METHOD_RAW | level, (uint32_t)blen, (uint32_t)blen, check);
+    size_t o = 0, total = 0, blocks = 0;
+    for (unsigned k = 0; k < nv; k++) {
+        total += v[k].n;
+        blocks += (v[k].n + p->block_size - 1) / p->block_size;
+    }
+    if (cap < total + (blocks + 1) * LZ4J_HEADER_LEN) return MTS_E_OVERFLOW;
+    for (unsigned k = 0; k < nv; k++) {
+        const unsigned char *in = v[k].p;
+        for (size_t i = 0; i < v[k].n;) {
+            int blen = (int)MTS_MIN((size_t)p->block_size, v[k].n - i);
+            unsigned char *h = out + o;
+            /* Capacity blen-1: lz4 gives up (returns 0) unless the block shrinks. */
+            int clen = LZ4_compress_fast_extState(ctx, (const char *)in + i, (char *)h + LZ4J_HEADER_LEN, blen,
+                                                  blen - 1, 1);
+            uint32_t check = lz4j_check(in + i, (size_t)blen);
+            if (clen > 0) {
+                put_header(h, LZ4J_METHOD_LZ4 | level, (uint32_t)clen, (uint32_t)blen, check);
+            } else {
+                clen = blen;
+                memcpy(h + LZ4J_HEADER_LEN, in + i, (size_t)blen);
+                put_header(h, LZ4J_METHOD_RAW | level, (uint32_t)blen, (uint32_t)blen, check);
+            }
+            o += LZ4J_HEADER_LEN + (size_t)clen;
+            i += (size_t)blen;
         }
-        o += LZ4J_HEADER_LEN + (size_t)clen;
-        i += (size_t)blen;
     }
     put_header(out + o, LZ4J_METHOD_RAW | level, 0, 0, 0);
     *out_len = o + LZ4J_HEADER_LEN;
     return 0;
 }
+
+static int lz4_compress(const codec_params *p, void *ctx, const void *src, size_t n, void *dst,
+                        size_t cap, size_t *out_len)
+{
+    codec_piece one = {src, n};
+    return lz4_compress_v(p, ctx, &one, 1, dst, cap, out_len);
+}
+
+static size_t lz4_piece_align(const codec_params *p) { return p->block_size; }
 
 /* Parses the block header at src[o, n). 0 with its fields, or MTS_E_CORRUPT. */
 static int block_header(const unsigned char *src, uint64_t n, uint64_t o, unsigned *method, uint32_t *clen,
@@ -183,5 +200,7 @@ static size_t lz4_step_need(const unsigned char *src, uint64_t n, uint64_t pos)
 
 static void lz4_step_free(void *state) { (void)state; }
 
-const codec_vtable codec_lz4_vtable = {MTS_CODEC_LZ4, lz4_bound,  lz4_ctx_new,   lz4_ctx_free, lz4_compress,
-                                       lz4_decode,    lz4_step,   lz4_step_need, lz4_step_free};
+const codec_vtable codec_lz4_vtable = {
+    .id = MTS_CODEC_LZ4, .bound = lz4_bound, .ctx_new = lz4_ctx_new, .ctx_free = lz4_ctx_free,
+    .compress = lz4_compress, .compress_v = lz4_compress_v, .piece_align = lz4_piece_align,
+    .decode = lz4_decode, .step = lz4_step, .step_need = lz4_step_need, .step_free = lz4_step_free};

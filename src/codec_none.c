@@ -17,6 +17,22 @@ static int none_compress(const codec_params *p, void *ctx, const void *src, size
     return 0;
 }
 
+static int none_compress_v(const codec_params *p, void *ctx, const codec_piece *v, unsigned nv, void *dst,
+                           size_t cap, size_t *out_len)
+{
+    (void)p; (void)ctx;
+    size_t o = 0;
+    for (unsigned k = 0; k < nv; k++) {
+        if (cap - o < v[k].n) return MTS_E_OVERFLOW;
+        memcpy((unsigned char *)dst + o, v[k].p, v[k].n);
+        o += v[k].n;
+    }
+    *out_len = o;
+    return 0;
+}
+
+static size_t none_piece_align(const codec_params *p) { (void)p; return 1; }
+
 static int none_decode(const void *src, size_t n, codec_sink sink, void *sink_ctx,
                        uint64_t *bad_offset)
 {
@@ -41,5 +57,7 @@ static size_t none_step_need(const unsigned char *src, uint64_t n, uint64_t pos)
     return 0;
 }
 
-const codec_vtable codec_none_vtable = {MTS_CODEC_NONE, none_bound, none_ctx_new, none_ctx_free,
-                                        none_compress, none_decode, none_step, none_step_need, none_ctx_free};
+const codec_vtable codec_none_vtable = {
+    .id = MTS_CODEC_NONE, .bound = none_bound, .ctx_new = none_ctx_new, .ctx_free = none_ctx_free,
+    .compress = none_compress, .compress_v = none_compress_v, .piece_align = none_piece_align,
+    .decode = none_decode, .step = none_step, .step_need = none_step_need, .step_free = none_ctx_free};

@@ -122,6 +122,7 @@ static size_t zstd_step_need(const unsigned char *src, uint64_t n, uint64_t pos)
     return 0;
 }
 
-const codec_vtable codec_zstd_vtable = {MTS_CODEC_ZSTD, zstd_bound,     zstd_ctx_new,  zstd_ctx_free,
-                                        zstd_compress,  zstd_decode,    zstd_step,     zstd_step_need,
-                                        zstd_step_free};
+const codec_vtable codec_zstd_vtable = {
+    .id = MTS_CODEC_ZSTD, .bound = zstd_bound, .ctx_new = zstd_ctx_new, .ctx_free = zstd_ctx_free,
+    .compress = zstd_compress, .decode = zstd_decode, .step = zstd_step, .step_need = zstd_step_need,
+    .step_free = zstd_step_free};

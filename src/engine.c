@@ -34,6 +34,9 @@ struct mts_engine {
     eng_worker *workers;
     pthread_t *threads;
     eng_worker *helpers;          /* idle helper contexts (eng_wait_idle), linked by next */
+    struct { void *p; size_t size; } cache[ENG_CACHE_MAX]; /* buffers kept for reuse */
+    unsigned ncache;
+    uint64_t cached;              /* their bytes, part of held */
     unsigned nhelpers;            /* made so far */
 };
 
@@ -120,6 +123,7 @@ static void engine_destroy(mts_engine *e)
         free_slots(h);
         mts_free(h);
     }
+    for (unsigned i = 0; i < e->ncache; i++) mts_free(e->cache[i].p);
     pthread_cond_destroy(&e->work_cv);
     pthread_mutex_destroy(&e->mu);
     mts_free(e->workers);
@@ -187,8 +191,8 @@ int mts_engine_get_stats(const mts_engine *ce, mts_engine_stats *st)
     if (!ce || !st) return MTS_E_ARG;
     mts_engine *e = (mts_engine *)(uintptr_t)ce; /* the lock inside is not const */
     pthread_mutex_lock(&e->mu);
-    *st = (mts_engine_stats){e->nthreads, e->busy, e->nclients, e->jobs, e->busy_ns, e->held,
-                             e->peak, e->cap, e->wait_ns, e->reclaims};
+    *st = (mts_engine_stats){e->nthreads, e->busy,    e->nclients, e->jobs,     e->busy_ns, e->held,
+                             e->peak,     e->cap,     e->wait_ns,  e->reclaims, e->cached};
     pthread_mutex_unlock(&e->mu);
     return 0;
 }
@@ -351,6 +355,53 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
+/* With mu held: frees every kept buffer and gives its budget back. The
+ * frees run without the lock. */
+static void cache_drop(mts_engine *e)
+{
+    void *drop[ENG_CACHE_MAX];
+    unsigned n = e->ncache;
+    for (unsigned i = 0; i < n; i++) drop[i] = e->cache[i].p;
+    e->held -= e->cached;
+    e->cached = 0;
+    e->ncache = 0;
+    pthread_mutex_unlock(&e->mu);
+    for (unsigned i = 0; i < n; i++) mts_free(drop[i]);
+    pthread_mutex_lock(&e->mu);
+}
+
+void *eng_cache_take(eng_client *c, size_t size)
+{
+    mts_engine *e = c->e;
+    void *p = NULL;
+    pthread_mutex_lock(&e->mu);
+    for (unsigned i = 0; i < e->ncache && !p; i++) {
+        if (e->cache[i].size != size) continue;
+        p = e->cache[i].p;
+        e->cache[i] = e->cache[--e->ncache];
+        e->cached -= size;
+        e->held -= size; /* held moves to the client */
+        take(e, c, size);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return p;
+}
+
+int eng_cache_give(eng_client *c, void *p, size_t size)
+{
+    mts_engine *e = c->e;
+    pthread_mutex_lock(&e->mu);
+    int kept = e->ncache < ENG_CACHE_MAX && !e->wait_head && size <= c->held;
+    if (kept) {
+        e->cache[e->ncache].p = p;
+        e->cache[e->ncache++].size = size;
+        e->cached += size;
+        c->held -= size; /* e->held keeps it */
+    }
+    pthread_mutex_unlock(&e->mu);
+    return kept;
+}
+
 int eng_acquire(eng_client *c, uint64_t n)
 {
     mts_engine *e = c->e;
@@ -381,6 +432,10 @@ int eng_acquire(eng_client *c, uint64_t n)
             continue;
         }
         if (e->held + n <= e->cap) break;
+        if (e->ncache) { /* kept buffers go first */
+            cache_drop(e);
+            continue;
+        }
         eng_client *v = e->pending == 0 ? pick_victim(e) : NULL;
         if (!v) {
             pthread_cond_wait(&me.cv, &e->mu);
@@ -420,6 +475,7 @@ int eng_try_acquire(eng_client *c, uint64_t n)
     mts_engine *e = c->e;
     if (n > e->cap) return MTS_E_OVERFLOW;
     pthread_mutex_lock(&e->mu);
+    if (!c->aborted && !e->wait_head && e->held + n > e->cap && e->ncache) cache_drop(e);
     int rc = c->aborted ? MTS_E_ABORTED : !e->wait_head && e->held + n <= e->cap ? 0 : 1;
     if (rc == 0) take(e, c, n);
     pthread_mutex_unlock(&e->mu);

@@ -108,6 +108,17 @@ int eng_acquire(eng_client *c, uint64_t n);
 /* 0 if taken now; 1 if it would block (others wait, or it does not fit). */
 int eng_try_acquire(eng_client *c, uint64_t n);
 void eng_release(eng_client *c, uint64_t n);
+/* Buffers kept for reuse (a fresh large buffer costs a page fault per 4 KiB
+ * on first touch). A client that no longer needs a buffer it paid `size`
+ * for may give it to the engine with its charge: 1 if kept (the charge is
+ * the engine's now, still counted as held), 0 if not (the caller frees it and
+ * releases the charge); never kept while someone waits for budget. take:
+ * a kept buffer of exactly `size`, its charge now the client's; NULL if
+ * none. A waiter that does not fit frees every kept buffer before it waits
+ * or reclaims, so keeping never blocks anyone. */
+#define ENG_CACHE_MAX 8
+void *eng_cache_take(eng_client *c, size_t size);
+int eng_cache_give(eng_client *c, void *p, size_t size);
 /* Adds delta (may be negative) to the client's reclaimable bytes. */
 void eng_note_reclaimable(eng_client *c, int64_t delta);
 /* Wakes the client's budget waiter with MTS_E_ABORTED; later acquires fail. */

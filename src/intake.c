@@ -3,9 +3,9 @@
  *   stage   partition-ordered records collect in a buffer of job_size bytes
  *           (one partition at a time); a full stage, or a new partition,
  *           becomes one job.
- *   arena   records out of partition order collect as [u32 partition]
- *           [u32 len][bytes]; a full arena is grouped by partition (a stable
- *           counting sort into one copy) and cut into jobs.
+ *   arena   records out of partition order are copied once, each to the end
+ *           of its partition's chain of pages; a full arena is cut into
+ *           jobs, each chain a stream.
  *   batch   a caller's batch already grouped by partition is cut into jobs
  *           in place, borrowed: the call returns when no job reads it.
  *
@@ -15,34 +15,7 @@
 
 #include "writer_int.h"
 
-#define ARENA_SMALL_RECORD 4096u /* records up to this size take intake_held's fast path */
-
 /* ---- budget helpers -------------------------------------------------------------- */
-
-/* Segments a grouped input of `payload` bytes over `parts` partitions can be
- * cut into, with room for jobs ended early by their charge cap. */
-static uint64_t max_segs(const mts_writer *w, uint64_t payload, uint32_t parts)
-{
-    return 2 * ((uint64_t)parts + 2 * (payload / w->job_size) + 2);
-}
-
-/* Everything an arena's records cost besides the arena itself until its
- * jobs are drained: their order (4 bytes a record) and every job's charge.
- * The codec bound of several pieces is at most the bound of their sum plus
- * two empty streams each. */
-static uint64_t arena_need(const mts_writer *w, uint64_t payload, uint32_t parts, uint64_t records)
-{
-    uint64_t segs = max_segs(w, payload, parts);
-    return sizeof(inbuf) + 4 * records + w->codec->bound(&w->cp, payload) +
-           segs * (sizeof(job) + sizeof(seg) + sizeof(chunk) + 2 * w->codec->bound(&w->cp, 0));
-}
-
-/* The reservation of one arena: its buffer, the order of as many records as
- * fit (each at least a header), and the jobs they become. */
-static uint64_t arena_unit(const mts_writer *w)
-{
-    return w->arena_cap + sizeof(inbuf) + w->arena_cap / 2 + w->codec->bound(&w->cp, w->arena_cap) + w->arena_cap / 2;
-}
 
 static int acquire(mts_writer *w, uint64_t n)
 {
@@ -98,7 +71,7 @@ static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_l
             uint64_t take = MTS_MIN(end - pos, w->job_size - in_bytes);
             uint64_t c = job_seg_charge(w, take);
             if (nsegs && charge + c > w->job_charge_cap) break;
-            plan[nsegs++] = (seg){p_first + k, 0, pos, take, NULL};
+            plan[nsegs++] = (seg){p_first + k, pos, take, NULL};
             in_bytes += take;
             charge += c;
             pos += take;
@@ -133,7 +106,7 @@ static void inbuf_wait_borrowed(mts_writer *w, inbuf *in)
 static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, uint32_t p_last, const uint64_t *offs,
                            destination *dest)
 {
-    inbuf in = {NULL, data, 0, NULL, 1};
+    inbuf in = {NULL, data, 0, NULL, 0, 1};
     int rc = submit_range(w, &in, p_first, p_last, offs, dest, NULL, 0);
     inbuf_unref(w, &in);
     inbuf_wait_borrowed(w, &in);
@@ -170,7 +143,7 @@ static int stage_new(mts_writer *w)
         writer_fail(w, MTS_E_NOMEM, "allocate a %llu-byte stage buffer", (unsigned long long)w->job_size);
         return MTS_E_NOMEM;
     }
-    *in = (inbuf){mem, mem, buf, NULL, 1};
+    *in = (inbuf){mem, mem, buf, NULL, 0, 1};
     w->stage = in;
     w->stage_used = 0;
     w->stage_prepaid = jobc;
@@ -195,12 +168,36 @@ int intake_stream(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
     return 0;
 }
 
-/* ---- unordered intake: the arena --------------------------------------------------- */
+/* ---- unordered intake: the arena ----------------------------------------------------- */
+
+/* The arena is npages pages of `page` bytes. Each partition appends to its
+ * own chain of pages (one copy of every record, straight into its place in
+ * partition order); pages are handed out in order, so an arena is full when
+ * the last page is. A full arena goes to the jobs whole: each partition's
+ * chain is one stream (split at page boundaries past job_size), which the
+ * workers compress from the page itself or after joining its pages. */
+
+/* The reservation of one arena: its memory, and the jobs its pages become:
+ * a segment is at least one page, and the codec bound of several pieces is
+ * at most the bound of their sum plus two empty streams each. */
+static uint64_t arena_unit(const mts_writer *w)
+{
+    uint64_t per_seg = sizeof(job) + sizeof(seg) + sizeof(chunk) + 2 * w->codec->bound(&w->cp, 0);
+    return w->arena_bytes + sizeof(inbuf) + w->codec->bound(&w->cp, w->arena_cap) + w->npages * per_seg;
+}
+
+static uint32_t *arena_next(const mts_writer *w, unsigned char *arena)
+{
+    return (uint32_t *)(void *)(arena + w->arena_cap);
+}
 
 /* Gives the arena and its reservation back (it must be empty). */
 static void arena_drop(mts_writer *w)
 {
-    mts_free(w->arena);
+    if (w->arena) {
+        arena_discard(w, w->arena);
+        w->arena_reserved -= w->arena_bytes;
+    }
     w->arena = NULL;
     eng_release(&w->client, w->arena_reserved);
     w->arena_reserved = 0;
@@ -212,200 +209,156 @@ static void arena_drop(mts_writer *w)
 static int arena_ready(mts_writer *w)
 {
     uint64_t unit = w->arena_unit_bytes;
-    if (w->arena && w->arena_reserved == unit) return 0;
-    if (!w->counts) {
-        w->counts = mts_calloc((size_t)w->o.num_partitions + 1, sizeof(uint64_t));
-        w->seen = mts_calloc(w->o.num_partitions, sizeof(uint32_t));
-        if (!w->counts || !w->seen) {
-            writer_fail(w, MTS_E_NOMEM, "allocate %u partition counters", w->o.num_partitions);
+    if (w->arena) return 0;
+    if (!w->chain) {
+        w->chain = mts_malloc((size_t)w->o.num_partitions * 4 * sizeof(uint32_t));
+        if (!w->chain) {
+            writer_fail(w, MTS_E_NOMEM, "allocate %u partition chains", w->o.num_partitions);
             return MTS_E_NOMEM;
         }
-        w->arena_epoch = 1;
+        for (uint32_t p = 0; p < w->o.num_partitions; p++) w->chain[4 * p + CH_LAST] = NO_PAGE;
     }
-    arena_drop(w); /* nothing to drop: a flush hands the arena to its jobs */
-    /* An arena back from its jobs saves faulting in a fresh one; it comes
-     * with its own share of the budget. */
+    w->pages_used = 0;
+    /* An arena back from its jobs, or one an earlier writer left with the
+     * engine, saves faulting in a fresh one; it comes with its own share of
+     * the budget. */
     unsigned char *spare = arena_take_spare(w);
-    if (spare && eng_try_acquire(&w->client, unit - w->arena_cap) == 0) {
+    if (!spare) spare = eng_cache_take(&w->client, w->arena_bytes);
+    if (spare && eng_try_acquire(&w->client, unit - w->arena_bytes) == 0) {
         w->arena = spare;
         w->arena_reserved = unit;
         return 0;
     }
     if (spare) { /* no room for the rest now: give it back before waiting */
         mts_free(spare);
-        eng_release(&w->client, w->arena_cap);
+        eng_release(&w->client, w->arena_bytes);
     }
     FORWARD_IF_ERROR(acquire(w, unit));
     w->arena_reserved = unit;
-    w->arena = mts_malloc(w->arena_cap);
+    w->arena = mts_malloc(w->arena_bytes);
     if (!w->arena) {
         arena_drop(w);
-        writer_fail(w, MTS_E_NOMEM, "allocate a %llu-byte record arena", (unsigned long long)w->arena_cap);
+        writer_fail(w, MTS_E_NOMEM, "allocate a %llu-byte record arena", (unsigned long long)w->arena_bytes);
         return MTS_E_NOMEM;
     }
     return 0;
 }
 
-/* Submits jobs over an arena's records grouped by partition: order[] holds
- * the records' offsets, partition p's from first[p] to first[p+1]. A job
- * takes whole records up to job_size bytes (a larger record alone); the
- * workers gather each segment's records before compressing. */
-static int submit_gathered(mts_writer *w, inbuf *in, const uint64_t *first, uint64_t *prepaid)
+/* Submits the job planned in w->plan, paying from *prepaid. */
+static int submit_planned(mts_writer *w, inbuf *in, uint32_t nsegs, uint64_t charge, uint64_t *prepaid)
 {
-    uint32_t n = w->o.num_partitions, p = 0;
-    uint64_t k = 0; /* next record, in order[] */
-    seg *plan = w->plan;
-    for (;;) {
-        uint32_t nsegs = 0;
-        uint64_t in_bytes = 0, charge = sizeof(job);
-        while (p < n && nsegs < MAX_SEGS_PER_JOB) {
-            if (k >= first[p + 1]) {
-                p++;
-                continue;
-            }
-            /* This partition's records from k while they fit the job. */
-            uint64_t start = k, bytes = 0;
-            while (k < first[p + 1]) {
-                uint32_t len;
-                memcpy(&len, in->base + in->order[k] + 4, 4);
-                if ((in_bytes || bytes) && in_bytes + bytes + len > w->job_size) break;
-                bytes += len;
-                k++;
-            }
-            if (k == start) break; /* the job is full */
-            uint64_t c = job_seg_charge(w, bytes);
-            if (nsegs && charge + c > w->job_charge_cap) {
-                k = start;
-                break;
-            }
-            if (bytes) {
-                plan[nsegs++] = (seg){p, (uint32_t)(k - start), start, bytes, NULL};
-                charge += c;
-            }
-            in_bytes += bytes;
-            if (in_bytes >= w->job_size) break;
-        }
-        if (nsegs == 0 && p >= n) return 0;
-        if (nsegs == 0) continue; /* only empty records so far */
-        if (*prepaid < charge) { /* cannot happen: arena_need() bounds every job */
-            writer_fail(w, MTS_E_OVERFLOW, "an arena's jobs need %llu bytes more than reserved",
-                        (unsigned long long)(charge - *prepaid));
-            return MTS_E_OVERFLOW;
-        }
-        *prepaid -= charge;
-        FORWARD_IF_ERROR(submit_job(w, in, w->held_dest, plan, nsegs, charge, 0));
+    if (*prepaid < charge) { /* cannot happen: arena_unit() bounds every job */
+        writer_fail(w, MTS_E_OVERFLOW, "an arena's jobs need %llu bytes more than reserved",
+                    (unsigned long long)(charge - *prepaid));
+        return MTS_E_OVERFLOW;
     }
+    *prepaid -= charge;
+    return submit_job(w, in, w->held_dest, w->plan, nsegs, charge, 0);
 }
 
-/* Groups the arena's records by partition (a stable counting sort of their
- * offsets, not their bytes) and hands the arena itself to the jobs, which
- * gather each segment's records on the workers. The arena's reservation
- * pays for everything; the next record starts a new arena. */
+/* Cuts the arena's chains into jobs, in partition order: a job takes
+ * partitions' chains up to job_size bytes, a longer chain is split at a page
+ * boundary. Resets every chain, also on failure. */
+static int submit_chains(mts_writer *w, inbuf *in, uint64_t *prepaid)
+{
+    uint32_t pg = in->page, nsegs = 0;
+    uint64_t in_bytes = 0, charge = sizeof(job);
+    int rc = 0;
+    for (uint32_t p = 0; p < w->o.num_partitions; p++) {
+        uint32_t *ch = &w->chain[4 * p];
+        if (ch[CH_LAST] == NO_PAGE) continue;
+        ch[CH_LAST] = NO_PAGE;
+        uint64_t left = ch[CH_BYTES];
+        uint32_t page = ch[CH_FIRST];
+        while (left && rc == 0) {
+            uint64_t take = left, room = w->job_size - in_bytes;
+            if (take > room) take = room / pg * pg; /* whole pages; none when less than one fits */
+            uint64_t c = job_seg_charge(w, take);
+            if (nsegs && (!take || nsegs == MAX_SEGS_PER_JOB || charge + c > w->job_charge_cap)) {
+                rc = submit_planned(w, in, nsegs, charge, prepaid);
+                nsegs = 0;
+                in_bytes = 0;
+                charge = sizeof(job);
+                continue;
+            }
+            w->plan[nsegs++] = (seg){p, page, take, NULL};
+            in_bytes += take;
+            charge += c;
+            left -= take;
+            for (uint64_t k = 0; left && k < take / pg; k++) page = in->next[page];
+        }
+    }
+    if (nsegs && rc == 0) rc = submit_planned(w, in, nsegs, charge, prepaid);
+    return rc;
+}
+
+/* Hands the arena to jobs that compress each partition's chain; the
+ * arena's reservation pays for them all. The next record takes a new arena. */
 static int arena_flush(mts_writer *w)
 {
-    if (!w->arena_used) return 0;
-    uint32_t n = w->o.num_partitions;
-    uint64_t *first = w->counts, nrec = w->arena_records;
-    memset(first, 0, ((size_t)n + 1) * sizeof(uint64_t));
-    for (uint64_t o = 0; o < w->arena_used;) {
-        uint32_t p, len;
-        memcpy(&p, w->arena + o, 4);
-        memcpy(&len, w->arena + o + 4, 4);
-        first[p + 1]++;
-        o += RECORD_HEADER + len;
-    }
-    for (uint32_t p = 0; p < n; p++) first[p + 1] += first[p];
+    if (!w->arena || !w->pages_used) return 0;
     inbuf *in = mts_malloc(sizeof *in);
-    uint32_t *order = in ? mts_malloc((size_t)nrec * sizeof *order) : NULL;
-    if (!order) {
-        mts_free(in);
-        writer_fail(w, MTS_E_NOMEM, "allocate the order of %llu records", (unsigned long long)nrec);
+    if (!in) {
+        writer_fail(w, MTS_E_NOMEM, "allocate an arena's descriptor");
         return MTS_E_NOMEM;
     }
-    /* first[p] walks from partition p's first record to its end while
-     * filling; afterwards first[p] is the start of p+1. */
-    for (uint64_t o = 0; o < w->arena_used;) {
-        uint32_t p, len;
-        memcpy(&p, w->arena + o, 4);
-        memcpy(&len, w->arena + o + 4, 4);
-        order[first[p]++] = (uint32_t)o;
-        o += RECORD_HEADER + len;
-    }
-    memmove(first + 1, first, (size_t)n * sizeof(uint64_t));
-    first[0] = 0;
-    uint64_t charge = w->arena_cap + sizeof(inbuf) + 4 * nrec;
+    uint64_t charge = w->arena_bytes + sizeof(inbuf);
     uint64_t prepaid = w->arena_reserved - charge;
-    *in = (inbuf){w->arena, w->arena, charge, order, 1};
+    *in = (inbuf){w->arena, w->arena, charge, arena_next(w, w->arena), w->page, 1};
     w->arena = NULL; /* the jobs' now */
     w->arena_reserved = 0;
-    w->arena_used = w->arena_payload = w->arena_records = 0;
-    w->arena_parts = 0;
-    w->arena_epoch++;
-    int rc = submit_gathered(w, in, first, &prepaid);
+    w->pages_used = 0;
+    int rc = submit_chains(w, in, &prepaid);
     eng_release(&w->client, prepaid);
     inbuf_unref(w, in);
     return rc;
 }
 
-static int arena_fits(const mts_writer *w, uint32_t p, size_t len)
+/* Appends len bytes to partition p's chain, taking pages as it goes; the
+ * arena has room for them. */
+static void chain_append(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
 {
-    uint32_t parts = w->arena_parts + (w->seen[p] != w->arena_epoch);
-    return w->arena_used + RECORD_HEADER + len <= w->arena_cap &&
-           w->arena_cap + arena_need(w, w->arena_payload + len, parts, w->arena_records + 1) <= arena_unit(w);
-}
-
-/* The most one record of len bytes can add to arena_need(): its copy, its
- * share of the codec bound (at most len plus an empty stream's), and the
- * segments it can start. */
-static uint64_t record_need(const mts_writer *w, size_t len)
-{
-    uint64_t per_seg = sizeof(job) + sizeof(seg) + sizeof(chunk) + 2 * w->codec->bound(&w->cp, 0);
-    /* its order entry; bound growth at most len + len/3 + two empty streams
-     * (lz4's 21-byte headers per 64+ bytes, zstd's len/256); segments as
-     * max_segs() */
-    return 4 + 2 * (uint64_t)len + 2 * w->codec->bound(&w->cp, 0) +
-           per_seg * (2 + 4 * ((uint64_t)len / w->job_size + 1));
-}
-
-/* Slack: what the arena's reservation still surely covers, so that most
- * records need no exact check (arena_fits() is one every few thousand). */
-static void arena_measure(mts_writer *w)
-{
-    uint64_t need = w->arena_cap + arena_need(w, w->arena_payload, w->arena_parts, w->arena_records);
-    w->arena_slack = need < arena_unit(w) ? arena_unit(w) - need : 0;
-}
-
-int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
-{
-    if (w->arena && w->arena_reserved == w->arena_unit_bytes && len <= ARENA_SMALL_RECORD &&
-        w->arena_used + RECORD_HEADER + len <= w->arena_cap && w->arena_slack >= w->arena_small_need) {
-        w->arena_slack -= w->arena_small_need; /* the fast path: a small record, room to spare */
-    } else {
-        FORWARD_IF_ERROR(arena_ready(w));
-        if (!arena_fits(w, p, len)) {
-            FORWARD_IF_ERROR(arena_flush(w));
-            FORWARD_IF_ERROR(arena_ready(w));
-            if (!arena_fits(w, p, len)) { /* too large for any arena: straight from the caller */
-                arena_drop(w);
-                uint64_t offs[2] = {0, len};
-                return submit_borrowed(w, b, p, p, offs, w->held_dest);
-            }
+    uint32_t *ch = &w->chain[4 * p], pg = w->page, *next = arena_next(w, w->arena);
+    ch[CH_BYTES] = ch[CH_LAST] == NO_PAGE ? 0 : ch[CH_BYTES];
+    ch[CH_BYTES] += (uint32_t)len;
+    while (len) {
+        if (ch[CH_LAST] == NO_PAGE || ch[CH_FILL] == pg) {
+            uint32_t page = w->pages_used++;
+            if (ch[CH_LAST] == NO_PAGE) ch[CH_FIRST] = page;
+            else next[ch[CH_LAST]] = page;
+            ch[CH_LAST] = page;
+            ch[CH_FILL] = 0;
         }
-        arena_measure(w);
-        uint64_t d = record_need(w, len);
-        w->arena_slack = w->arena_slack > d ? w->arena_slack - d : 0;
+        size_t n = MTS_MIN(len, (size_t)(pg - ch[CH_FILL]));
+        memcpy(w->arena + (size_t)ch[CH_LAST] * pg + ch[CH_FILL], b, n);
+        ch[CH_FILL] += (uint32_t)n;
+        b += n;
+        len -= n;
     }
-    if (w->seen[p] != w->arena_epoch) {
-        w->seen[p] = w->arena_epoch;
-        w->arena_parts++;
+}
+
+/* Room for len more bytes of partition p in the arena. */
+static int arena_room(const mts_writer *w, uint32_t p, size_t len)
+{
+    const uint32_t *ch = &w->chain[4 * p];
+    uint64_t room = (uint64_t)(w->npages - w->pages_used) * w->page;
+    if (ch[CH_LAST] != NO_PAGE) room += w->page - ch[CH_FILL];
+    return len <= room;
+}
+
+int intake_held_slow(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
+{
+    FORWARD_IF_ERROR(arena_ready(w));
+    if (!arena_room(w, p, len)) {
+        FORWARD_IF_ERROR(arena_flush(w));
+        FORWARD_IF_ERROR(arena_ready(w));
+        if (!arena_room(w, p, len)) { /* larger than an arena: straight from the caller */
+            arena_drop(w);
+            uint64_t offs[2] = {0, len};
+            return submit_borrowed(w, b, p, p, offs, w->held_dest);
+        }
     }
-    uint32_t len32 = (uint32_t)len;
-    memcpy(w->arena + w->arena_used, &p, 4);
-    memcpy(w->arena + w->arena_used + 4, &len32, 4);
-    if (len) memcpy(w->arena + w->arena_used + RECORD_HEADER, b, len);
-    w->arena_used += RECORD_HEADER + len;
-    w->arena_payload += len;
-    w->arena_records++;
+    chain_append(w, p, b, len);
     return 0;
 }
 
@@ -434,19 +387,16 @@ void intake_free(mts_writer *w)
         w->stage = NULL;
         w->stage_prepaid = 0;
     }
-    w->arena_used = w->arena_payload = w->arena_records = 0;
+    w->pages_used = 0;
     if (w->client_up) {
         arena_drop(w);
         arena_free_spare(w);
     }
-    mts_free(w->counts);
-    mts_free(w->seen);
-    w->counts = NULL;
-    w->seen = NULL;
+    mts_free(w->chain);
+    w->chain = NULL;
 }
 
 void intake_init(mts_writer *w)
 {
     w->arena_unit_bytes = arena_unit(w);
-    w->arena_small_need = record_need(w, ARENA_SMALL_RECORD);
 }

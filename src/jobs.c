@@ -23,14 +23,12 @@ void inbuf_unref(mts_writer *w, inbuf *in)
                                      lives on a stack that may be gone after it */
     if (left == 0 && !mem) pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    if (left == 0 && mem && in->order && !writer_failed(w) && arena_keep(w, mem)) {
-        eng_release(&w->client, in->charge - w->arena_cap); /* the arena's share stays with it */
-        mts_free(in->order);
+    if (left == 0 && mem && in->next && !writer_failed(w) && arena_keep(w, mem)) {
+        eng_release(&w->client, in->charge - w->arena_bytes); /* the arena's share stays with it */
         mts_free(in);
     } else if (left == 0 && mem) {
         eng_release(&w->client, in->charge);
         mts_free(mem);
-        mts_free(in->order);
         mts_free(in);
     }
 }
@@ -38,12 +36,12 @@ void inbuf_unref(mts_writer *w, inbuf *in)
 int arena_keep(mts_writer *w, unsigned char *arena)
 {
     /* Reclaimable first: a reclaimer that finds no spare yet frees nothing. */
-    eng_note_reclaimable(&w->client, (int64_t)w->arena_cap);
+    eng_note_reclaimable(&w->client, (int64_t)w->arena_bytes);
     pthread_mutex_lock(&w->mu);
     int kept = w->spare == NULL;
     if (kept) w->spare = arena;
     pthread_mutex_unlock(&w->mu);
-    if (!kept) eng_note_reclaimable(&w->client, -(int64_t)w->arena_cap);
+    if (!kept) eng_note_reclaimable(&w->client, -(int64_t)w->arena_bytes);
     return kept;
 }
 
@@ -53,16 +51,20 @@ unsigned char *arena_take_spare(mts_writer *w)
     unsigned char *a = w->spare;
     w->spare = NULL;
     pthread_mutex_unlock(&w->mu);
-    if (a) eng_note_reclaimable(&w->client, -(int64_t)w->arena_cap);
-    return a; /* still charged arena_cap */
+    if (a) eng_note_reclaimable(&w->client, -(int64_t)w->arena_bytes);
+    return a; /* still charged arena_bytes */
+}
+
+void arena_discard(mts_writer *w, unsigned char *arena)
+{
+    if (!arena || eng_cache_give(&w->client, arena, w->arena_bytes)) return;
+    mts_free(arena);
+    eng_release(&w->client, w->arena_bytes);
 }
 
 void arena_free_spare(mts_writer *w)
 {
-    unsigned char *a = arena_take_spare(w);
-    if (!a) return;
-    mts_free(a);
-    eng_release(&w->client, w->arena_cap);
+    arena_discard(w, arena_take_spare(w));
 }
 
 /* The worker's context for the writer's codec, created on first use. */
@@ -77,17 +79,18 @@ static int worker_cctx(mts_writer *w, eng_worker *wk, void **ctx)
     return 0;
 }
 
-#define SLOT_GATHER 3 /* a worker's buffer for gathering records */
+#define SLOT_GATHER 3 /* a worker's buffer for joining pages */
 
-/* Copies a segment's records, in order, into the worker's gather buffer
- * (per-worker memory that outlives jobs: at most the largest segment, a
- * job's input or one arena record). NULL if it cannot grow. */
-static const unsigned char *gather(const inbuf *in, const seg *s, eng_worker *wk)
+#define MAX_PIECES 256u
+
+/* The worker's buffer for joining pages: per-worker memory that outlives
+ * jobs, grown to the largest segment (at most job_size). NULL if it cannot. */
+static unsigned char *join_buffer(eng_worker *wk, uint64_t len)
 {
     eng_slot *slot = eng_worker_slot(wk, SLOT_GATHER);
-    size_t *cap = slot->p ? (size_t *)slot->p : NULL;
-    if (!cap || *cap < s->len) {
-        size_t want = MTS_MAX((size_t)s->len, (size_t)64 << 10);
+    size_t *cap = slot->p;
+    if (!cap || *cap < len) {
+        size_t want = MTS_MAX((size_t)len, (size_t)64 << 10);
         size_t *g = mts_realloc(slot->p, sizeof(size_t) * 2 + want);
         if (!g) return NULL;
         g[0] = want;
@@ -95,15 +98,36 @@ static const unsigned char *gather(const inbuf *in, const seg *s, eng_worker *wk
         slot->free_fn = mts__alloc.free_fn;
         cap = g;
     }
-    unsigned char *dst = (unsigned char *)(cap + 2), *d = dst;
-    for (uint32_t i = 0; i < s->nrecords; i++) {
-        const unsigned char *r = in->base + in->order[s->off + i];
-        uint32_t len;
-        memcpy(&len, r + 4, 4);
-        memcpy(d, r + RECORD_HEADER, len);
-        d += len;
+    return (unsigned char *)(cap + 2);
+}
+
+/* Compresses segment s into dst: bytes in place; an arena chain's pages in
+ * place when the codec takes pieces at the page size, else joined first. */
+static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker *wk, void *cctx, void *dst,
+                        size_t cap, size_t *clen)
+{
+    const codec_vtable *cv = w->codec;
+    if (!in->next || s->len <= in->page) {
+        const unsigned char *src = in->next ? in->base + s->off * in->page : in->base + s->off;
+        return cv->compress(&w->cp, cctx, src, s->len, dst, cap, clen);
     }
-    return dst;
+    uint64_t npieces = (s->len + in->page - 1) / in->page, page = s->off;
+    size_t align = cv->compress_v ? cv->piece_align(&w->cp) : 0;
+    if (align && in->page % align == 0 && npieces <= MAX_PIECES) {
+        codec_piece v[MAX_PIECES];
+        for (uint64_t k = 0; k < npieces; k++) {
+            v[k] = (codec_piece){in->base + page * in->page, (size_t)MTS_MIN(in->page, s->len - k * in->page)};
+            if (k + 1 < npieces) page = in->next[page];
+        }
+        return cv->compress_v(&w->cp, cctx, v, (unsigned)npieces, dst, cap, clen);
+    }
+    unsigned char *joined = join_buffer(wk, s->len);
+    if (!joined) return MTS_E_NOMEM;
+    for (uint64_t done = 0; done < s->len; done += in->page) {
+        memcpy(joined + done, in->base + page * in->page, (size_t)MTS_MIN(in->page, s->len - done));
+        if (done + in->page < s->len) page = in->next[page];
+    }
+    return cv->compress(&w->cp, cctx, joined, s->len, dst, cap, clen);
 }
 
 static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
@@ -124,9 +148,8 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
             continue;
         }
         chunk *c = mts_malloc(sizeof(chunk) + bound);
-        const unsigned char *src = j->in->order ? gather(j->in, s, wk) : j->in->base + s->off;
         size_t clen = 0;
-        rc = c && src ? w->codec->compress(&w->cp, cctx, src, s->len, c->data, bound, &clen) : MTS_E_NOMEM;
+        rc = c ? seg_compress(w, j->in, s, wk, cctx, c->data, bound, &clen) : MTS_E_NOMEM;
         if (rc < 0) {
             writer_fail(w, rc, "compress partition %u (%llu bytes, %s)", s->partition, (unsigned long long)s->len,
                         mts_codec_name(w->o.codec));

@@ -211,14 +211,18 @@ static int enter_held(mts_writer *w)
     return 0;
 }
 
-/* One record, checked already. */
-static int append_one(mts_writer *w, uint32_t partition, const unsigned char *bytes, size_t len)
+/* One record, checked already; *runs counts where the partition id goes
+ * down (a new run starts). */
+static inline int append_one(mts_writer *w, uint32_t partition, const unsigned char *bytes, size_t len,
+                             uint64_t *runs)
 {
     int rc = 0;
-    if (w->cur_part < 0 || (int64_t)partition < w->cur_part) stat_add(&w->st.runs, 1);
-    if (w->mode == MODE_STREAM && (int64_t)partition < w->cur_part) rc = enter_held(w);
-    if (!rc && w->mode == MODE_STREAM) rc = intake_stream(w, partition, bytes, len);
-    else if (!rc) rc = intake_held(w, partition, bytes, len);
+    if ((int64_t)partition < w->cur_part || w->cur_part < 0) {
+        (*runs)++;
+        if (w->mode == MODE_STREAM && w->cur_part >= 0) rc = enter_held(w);
+    }
+    if (rc == 0)
+        rc = w->mode == MODE_HELD ? intake_held(w, partition, bytes, len) : intake_stream(w, partition, bytes, len);
     w->cur_part = partition;
     return rc;
 }
@@ -233,7 +237,9 @@ int mts_writer_append(mts_writer *w, uint32_t partition, const void *bytes, size
     if (!bytes && len) return reject(w, MTS_E_ARG, "append: NULL bytes for partition %u", partition);
     if (len > UINT32_MAX - RECORD_HEADER || w->st.bytes_in > UINT64_MAX - len)
         return reject(w, MTS_E_OVERFLOW, "append: %zu-byte record for partition %u is too large", len, partition);
-    int rc = append_one(w, partition, bytes, len);
+    uint64_t runs = 0;
+    int rc = append_one(w, partition, bytes, len, &runs);
+    if (runs) stat_add(&w->st.runs, runs);
     if (rc < 0) return fail_now(w, rc);
     stat_add(&w->st.records, 1);
     stat_add(&w->st.bytes_in, len);
@@ -270,12 +276,12 @@ int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len)
     }
     if (w->st.bytes_in > UINT64_MAX - bytes)
         return reject(w, MTS_E_OVERFLOW, "append_tagged: %llu bytes overflow", (unsigned long long)bytes);
-    for (size_t o = 0; o < len;) {
-        uint32_t p = be32(b + o), n = be32(b + o + 4);
-        int rc = append_one(w, p, b + o + RECORD_HEADER, n);
-        if (rc < 0) return fail_now(w, rc);
-        o += RECORD_HEADER + n;
-    }
+    uint64_t runs = 0;
+    int rc = 0;
+    for (size_t o = 0; o < len && rc == 0; o += RECORD_HEADER + be32(b + o + 4))
+        rc = append_one(w, be32(b + o), b + o + RECORD_HEADER, be32(b + o + 4), &runs);
+    stat_add(&w->st.runs, runs);
+    if (rc < 0) return fail_now(w, rc);
     stat_add(&w->st.records, records);
     stat_add(&w->st.bytes_in, bytes);
     return 0;

@@ -29,6 +29,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "codec.h"
 #include "dest.h"
@@ -37,22 +38,27 @@
 
 #define TOKEN_LEN 32
 #define MAX_SEGS_PER_JOB 1024u
-#define RECORD_HEADER 8u /* arena record: u32 partition, u32 length */
+#define RECORD_HEADER 8u /* a tagged record: BE32 partition, BE32 length */
+#define NO_PAGE UINT32_MAX
+#define CH_FIRST 0 /* a partition's chain of arena pages: its first page */
+#define CH_LAST 1  /* its last page */
+#define CH_FILL 2  /* bytes in the last page */
+#define CH_BYTES 3 /* bytes in the arena */
 
 /* Input shared by the jobs cut from it. */
 typedef struct inbuf {
     unsigned char *mem;        /* owned memory; NULL when borrowed from the caller */
     const unsigned char *base; /* where the bytes are */
     uint64_t charge;           /* budget held for mem (and order) */
-    uint32_t *order;           /* an arena's records grouped by partition: their offsets
-                                  in base, owned; NULL for bytes already grouped */
+    const uint32_t *next;      /* an arena's page chains (inside mem); NULL for grouped bytes */
+    uint32_t page;             /* an arena's page size */
     int refs;                  /* guarded by writer.mu; one per job plus the producer's */
 } inbuf;
 
 typedef struct seg {
     uint32_t partition;
-    uint32_t nrecords; /* gathered input: records order[off, off+nrecords) */
-    uint64_t off, len; /* grouped input: bytes [off, off+len) of the inbuf */
+    uint64_t off, len; /* grouped input: bytes [off, off+len) of the inbuf; an arena:
+                          len bytes of the page chain from page off */
     chunk *out;        /* set by the worker */
 } seg;
 
@@ -74,7 +80,9 @@ struct mts_writer {
     const codec_vtable *codec;
     uint64_t job_size;    /* input bytes per job, fitted to the budget */
     uint64_t job_charge_cap;
-    uint64_t arena_cap;
+    uint64_t arena_cap;   /* an arena's pages: npages * page bytes */
+    uint64_t arena_bytes; /* its allocation: the pages and their chain */
+    uint32_t page, npages;
 
     char dir[MTS_PATH_CAP];
     char data_final[MTS_PATH_CAP], index_final[MTS_PATH_CAP], sum_final[MTS_PATH_CAP];
@@ -105,18 +113,15 @@ struct mts_writer {
     inbuf *stage;         /* partition-ordered append buffer */
     uint64_t stage_used;
     uint64_t stage_prepaid; /* reserved for the job the stage becomes */
-    unsigned char *arena; /* unordered records: [u32 partition][u32 len][bytes] */
-    uint64_t arena_used, arena_payload, arena_reserved;
+    unsigned char *arena; /* unordered records, each partition's bytes in its own chain
+                             of pages; after the pages, the chain: next[npages] */
+    uint64_t arena_reserved;
     uint64_t arena_unit_bytes; /* what a whole arena reserves (const after create) */
-    uint64_t arena_small_need; /* the most a small record adds to the need (const) */
-    uint64_t arena_slack;      /* reservation surely left for more records */
+    uint32_t pages_used;
     unsigned char *spare;      /* guarded by mu: an arena back from its jobs, kept for the next
-                                  one; charged arena_cap and reclaimable by any waiter */
-    uint32_t arena_parts; /* distinct partitions in the arena */
-    uint64_t arena_records;
-    uint32_t arena_epoch;
-    uint32_t *seen;       /* per partition: the arena epoch it was last seen in */
-    uint64_t *counts;     /* num_partitions+1, for the arena's counting sort */
+                                  one; charged arena_bytes and reclaimable by any waiter */
+    uint32_t *chain;      /* per partition p, chain[4p + CH_*]; CH_LAST is NO_PAGE while
+                             p has nothing in the arena */
     seg *plan;            /* scratch for planning one job's segments */
     uint32_t stale_removed; /* temp files of dead earlier attempts removed at create */
 
@@ -136,7 +141,20 @@ void stat_add(uint64_t *field, uint64_t n);
 
 /* intake.c */
 int intake_stream(mts_writer *w, uint32_t p, const unsigned char *b, size_t len);
-int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len);
+int intake_held_slow(mts_writer *w, uint32_t p, const unsigned char *b, size_t len);
+/* A record out of partition order: the common case, a record that fits its
+ * partition's last page, is one copy. */
+static inline int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
+{
+    uint32_t *ch = w->arena ? &w->chain[4 * p] : NULL;
+    if (ch && ch[CH_LAST] != NO_PAGE && len <= w->page - ch[CH_FILL]) {
+        memcpy(w->arena + (size_t)ch[CH_LAST] * w->page + ch[CH_FILL], b, len);
+        ch[CH_FILL] += (uint32_t)len;
+        ch[CH_BYTES] += (uint32_t)len;
+        return 0;
+    }
+    return intake_held_slow(w, p, b, len);
+}
 /* Hands a borrowed batch (partitions [0, n)) to jobs bound for dest; returns
  * once no job reads it any more. */
 int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest);
@@ -149,12 +167,15 @@ void intake_init(mts_writer *w);
 
 /* jobs.c */
 extern const eng_client_ops writer_client_ops;
-/* The spare arena (arena_cap bytes, charged): kept by the worker whose job
+/* The spare arena (arena_bytes, charged): kept by the worker whose job
  * was the arena's last (0 if one is kept already), taken by the producer
  * (NULL if none), freed by reclaim and teardown. */
 int arena_keep(mts_writer *w, unsigned char *arena);
 unsigned char *arena_take_spare(mts_writer *w);
 void arena_free_spare(mts_writer *w);
+/* An arena charged arena_bytes: kept by the engine for the next writer,
+ * else freed with its charge. */
+void arena_discard(mts_writer *w, unsigned char *arena);
 /* Budget for a job of nsegs segments totalling in_bytes (codec bound). */
 uint64_t job_seg_charge(const mts_writer *w, uint64_t take);
 void inbuf_unref(mts_writer *w, inbuf *in);

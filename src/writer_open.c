@@ -15,6 +15,8 @@
 #define MIN_JOB_SIZE MTS_MIN_JOB_SIZE
 #define ARENA_MAX (32ull << 20)
 #define ARENA_MIN (4u << 10)
+#define PAGE_MAX (64u << 10) /* arena pages */
+#define PAGE_MIN 256u
 
 void mts_writer_options_init(mts_writer_options *o)
 {
@@ -96,7 +98,15 @@ void writer_fit_sizes(mts_writer *w, uint64_t cap)
 {
     w->job_size = MTS_MAX(MIN_JOB_SIZE, MTS_MIN((uint64_t)w->o.job_size, cap / 16));
     w->job_charge_cap = 2 * w->job_size + 4096;
-    w->arena_cap = MTS_MAX(ARENA_MIN, MTS_MIN(ARENA_MAX, cap / 8));
+    uint64_t arena = MTS_MAX(ARENA_MIN, MTS_MIN(ARENA_MAX, cap / 8));
+    /* Pages: a power of two, at most a job; one in every partition fills at
+     * most 7/8 of the arena, so that most pages are full when it is. */
+    uint32_t page = PAGE_MAX;
+    while (page > PAGE_MIN && (page > w->job_size || (uint64_t)page * w->o.num_partitions > arena / 8 * 7)) page /= 2;
+    w->page = page;
+    w->npages = (uint32_t)MTS_MAX(2, arena / page);
+    w->arena_cap = (uint64_t)w->npages * page;
+    w->arena_bytes = w->arena_cap + (uint64_t)w->npages * sizeof(uint32_t);
 }
 
 int writer_open_outputs(mts_writer *w, const char **what)

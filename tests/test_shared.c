@@ -274,7 +274,7 @@ int main(void)
 
     mts_engine_stats es;
     CHECK_RC(mts_engine_get_stats(engine, &es));
-    CHECK(es.bytes_held == 0 && es.peak_bytes_held <= BUDGET && es.clients == 0);
+    CHECK(es.bytes_held == es.bytes_cached && es.bytes_cached <= BUDGET && es.peak_bytes_held <= BUDGET && es.clients == 0);
     printf("test_shared: %d writers on %d threads, budget %u: %d committed and read back, %d aborted, %d failed at "
            "commit; peak held %llu, %llu jobs, waited %.2f s in all, %llu reclaims\n",
            THREADS * writers_each, WORKERS, BUDGET, total.committed, total.aborted, total.failed,
