@@ -72,7 +72,7 @@ struct eng_client {
 };
 
 /* Per-worker scratch that outlives jobs: codec contexts, created on first use. */
-#define ENG_SLOTS 4
+#define ENG_SLOTS 5
 typedef struct eng_slot {
     void *p;
     void (*free_fn)(void *);

@@ -80,14 +80,14 @@ static int worker_cctx(mts_writer *w, eng_worker *wk, void **ctx)
 }
 
 #define SLOT_GATHER 3 /* a worker's buffer for joining pages */
-
+#define SLOT_OUT 4    /* and for compressing into */
 #define MAX_PIECES 256u
 
-/* The worker's buffer for joining pages: per-worker memory that outlives
- * jobs, grown to the largest segment (at most job_size). NULL if it cannot. */
-static unsigned char *join_buffer(eng_worker *wk, uint64_t len)
+/* A worker's buffer: per-worker memory that outlives jobs, grown to the
+ * largest segment (at most job_size) or its bound. NULL if it cannot grow. */
+static unsigned char *worker_buffer(eng_worker *wk, unsigned k, uint64_t len)
 {
-    eng_slot *slot = eng_worker_slot(wk, SLOT_GATHER);
+    eng_slot *slot = eng_worker_slot(wk, k);
     size_t *cap = slot->p;
     if (!cap || *cap < len) {
         size_t want = MTS_MAX((size_t)len, (size_t)64 << 10);
@@ -121,7 +121,7 @@ static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker
         }
         return cv->compress_v(&w->cp, cctx, v, (unsigned)npieces, dst, cap, clen);
     }
-    unsigned char *joined = join_buffer(wk, s->len);
+    unsigned char *joined = worker_buffer(wk, SLOT_GATHER, s->len);
     if (!joined) return MTS_E_NOMEM;
     for (uint64_t done = 0; done < s->len; done += in->page) {
         memcpy(joined + done, in->base + page * in->page, (size_t)MTS_MIN(in->page, s->len - done));
@@ -147,30 +147,28 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
             unused += reserved;
             continue;
         }
-        chunk *c = mts_malloc(sizeof(chunk) + bound);
+        /* Into the worker's warm buffer, then a chunk of the exact size: a
+         * chunk allocated at the bound and shrunk leaves the heap in pieces
+         * that are trimmed and faulted in again writer after writer. */
+        unsigned char *out = worker_buffer(wk, SLOT_OUT, bound);
         size_t clen = 0;
-        rc = c ? seg_compress(w, j->in, s, wk, cctx, c->data, bound, &clen) : MTS_E_NOMEM;
-        if (rc < 0) {
-            writer_fail(w, rc, "compress partition %u (%llu bytes, %s)", s->partition, (unsigned long long)s->len,
-                        mts_codec_name(w->o.codec));
-            mts_free(c);
+        rc = out ? seg_compress(w, j->in, s, wk, cctx, out, bound, &clen) : MTS_E_NOMEM;
+        chunk *c = rc == 0 ? mts_malloc(sizeof(chunk) + clen) : NULL;
+        if (!c) {
+            writer_fail(w, rc ? rc : MTS_E_NOMEM, "compress partition %u (%llu bytes, %s)", s->partition,
+                        (unsigned long long)s->len, mts_codec_name(w->o.codec));
             unused += reserved;
             continue;
         }
-        chunk *shrunk = mts_realloc(c, sizeof(chunk) + clen);
-        if (shrunk) {
-            c = shrunk;
-            unused += bound - clen;
-            c->charge = sizeof(chunk) + clen;
-        } else {
-            c->charge = reserved;
-        }
+        memcpy(c->data, out, clen);
+        unused += bound - clen;
+        c->charge = sizeof(chunk) + clen;
         c->next = NULL;
         c->partition = s->partition;
         c->len = clen;
         c->checksum = w->o.checksum == MTS_CHECKSUM_NONE
                           ? 0
-                          : checksum_update(w->o.checksum, checksum_init(w->o.checksum), c->data, clen);
+                          : checksum_update(w->o.checksum, checksum_init(w->o.checksum), out, clen);
         s->out = c;
     }
     eng_release(&w->client, unused);
