@@ -134,11 +134,20 @@ static int stage_flush(mts_writer *w, int last)
 static int stage_new(mts_writer *w)
 {
     uint64_t buf = w->job_size + sizeof(inbuf), jobc = sizeof(job) + job_seg_charge(w, w->job_size);
-    FORWARD_IF_ERROR(acquire(w, buf + jobc));
+    /* A stage buffer the engine kept comes with its charge; the rest must
+     * fit now, as the producer may not wait while it holds the buffer. */
+    unsigned char *mem = eng_cache_take(&w->client, w->job_size);
+    if (mem && eng_try_acquire(&w->client, buf + jobc - w->job_size) != 0) {
+        mts_free(mem);
+        eng_release(&w->client, w->job_size);
+        mem = NULL;
+    }
+    if (!mem) FORWARD_IF_ERROR(acquire(w, buf + jobc));
     inbuf *in = mts_malloc(sizeof *in);
-    unsigned char *mem = in ? mts_malloc(w->job_size) : NULL;
-    if (!mem) {
+    if (in && !mem) mem = mts_malloc(w->job_size);
+    if (!in || !mem) {
         mts_free(in);
+        mts_free(mem);
         eng_release(&w->client, buf + jobc);
         writer_fail(w, MTS_E_NOMEM, "allocate a %llu-byte stage buffer", (unsigned long long)w->job_size);
         return MTS_E_NOMEM;

@@ -26,6 +26,9 @@ void inbuf_unref(mts_writer *w, inbuf *in)
     if (left == 0 && mem && in->next && !writer_failed(w) && arena_keep(w, mem)) {
         eng_release(&w->client, in->charge - w->arena_bytes); /* the arena's share stays with it */
         mts_free(in);
+    } else if (left == 0 && mem && !in->next && eng_cache_give(&w->client, mem, w->job_size)) {
+        eng_release(&w->client, in->charge - w->job_size); /* a stage buffer, kept for the next */
+        mts_free(in);
     } else if (left == 0 && mem) {
         eng_release(&w->client, in->charge);
         mts_free(mem);

@@ -67,7 +67,6 @@ int writer_failed(mts_writer *w) { return __atomic_load_n(&w->err, __ATOMIC_ACQU
 
 static int env_failed(void *ctx) { return writer_failed(ctx); }
 
-void stat_add(uint64_t *field, uint64_t n) { __atomic_add_fetch(field, n, __ATOMIC_RELAXED); }
 
 /* Rejects one call without changing the writer's state. */
 static int reject(mts_writer *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -336,7 +335,7 @@ static int complete_data(mts_writer *w, const char *op)
     if (rc == 0 && w->o.fsync) {
         uint64_t t0 = mts_now_ns();
         if ((rc = fio_fsync(w->out.fd)) < 0) writer_fail(w, rc, "%s: fsync data file %s", op, w->out.path);
-        stat_add(&w->io.write_ns, mts_now_ns() - t0);
+        __atomic_add_fetch(&w->io.write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
     }
     return rc < 0 ? fail_now(w, rc) : 0;
 }

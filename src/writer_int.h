@@ -137,7 +137,13 @@ int writer_open_outputs(mts_writer *w, const char **what);
 /* writer.c */
 void writer_fail(mts_writer *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int writer_failed(mts_writer *w);
-void stat_add(uint64_t *field, uint64_t n);
+/* For the producer's own counters in st: it is their only writer, so a
+ * relaxed load and store (no locked read-modify-write) keep readers on
+ * other threads race-free. */
+static inline void stat_add(uint64_t *field, uint64_t n)
+{
+    __atomic_store_n(field, __atomic_load_n(field, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
 
 /* intake.c */
 int intake_stream(mts_writer *w, uint32_t p, const unsigned char *b, size_t len);
