@@ -23,17 +23,17 @@ void inbuf_unref(mts_writer *w, inbuf *in)
                                      lives on a stack that may be gone after it */
     if (left == 0 && !mem) pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    if (left == 0 && mem && in->next && !writer_failed(w) && arena_keep(w, mem)) {
-        eng_release(&w->client, in->charge - w->arena_bytes); /* the arena's share stays with it */
-        mts_free(in);
-    } else if (left == 0 && mem && !in->next && eng_cache_give(&w->client, mem, w->job_size)) {
-        eng_release(&w->client, in->charge - w->job_size); /* a stage buffer, kept for the next */
-        mts_free(in);
-    } else if (left == 0 && mem) {
+    if (left != 0 || !mem) return;
+    if (in->next) { /* an arena: the writer's spare, else the engine's */
+        if (writer_failed(w) || !arena_keep(w, mem)) arena_discard(w, mem);
+        eng_release(&w->client, in->charge - w->arena_bytes); /* the arena's share went with it */
+    } else if (eng_cache_give(&w->client, mem, w->job_size)) { /* a stage buffer */
+        eng_release(&w->client, in->charge - w->job_size);
+    } else {
         eng_release(&w->client, in->charge);
         mts_free(mem);
-        mts_free(in);
     }
+    mts_free(in);
 }
 
 int arena_keep(mts_writer *w, unsigned char *arena)

@@ -260,7 +260,7 @@ int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len)
     uint64_t records = 0, bytes = 0;
     for (size_t o = 0; o < len;) {
         /* Each header's place depends on the one before: fetch ahead of the chain. */
-        __builtin_prefetch(b + o + 1024);
+        __builtin_prefetch(b + o + 4096);
         if (len - o < RECORD_HEADER)
             return reject(w, MTS_E_ARG, "append_tagged: the record header at offset %zu is cut off (%zu bytes left)",
                           o, len - o);
