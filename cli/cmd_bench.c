@@ -38,6 +38,7 @@
 
 #define MAX_CONTENDERS 11
 #define DEFAULT_CONTENDERS 8 /* the tiny-* ones run only when named */
+#define MAX_PARALLEL 64  /* task threads */
 static const char *all_contenders[MAX_CONTENDERS] = {"streaming", "baseline", "compress",    "write",
                                                      "lz4",       "zstd",     "read",        "decode",
                                                      "tiny-engine", "tiny-own", "tiny-files"};
@@ -74,6 +75,7 @@ typedef struct bench {
     uint32_t tiny_writers;
     int input;              /* IN_*: the shape the writers get the input in */
     int shared_engine;      /* writers and readers run on `engine` (else each its own) */
+    uint32_t parallel;      /* tasks written at once, each on its own thread */
     unsigned char ***tagged; /* per task, per batch: IN_TAGGED's buffers */
     mts_engine *engine;     /* tiny-engine's, made once before the clock starts */
     int failed;
@@ -102,14 +104,26 @@ static void remove_outputs(bench *b)
     unlink(path);
 }
 
-static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
+typedef struct writer_run {
+    bench *b;
+    mts_strategy strategy;
+    uint32_t next;       /* the next task to write, taken atomically */
+    uint64_t peak_held;  /* the largest writer's, under mu */
+    pthread_mutex_t mu;
+} writer_run;
+
+/* One task thread (an executor core): writes tasks until none is left. */
+static void *writer_main(void *arg)
 {
-    *peak_held = 0;
-    for (uint32_t t = 0; t < b->tasks; t++) {
+    writer_run *wr = arg;
+    bench *b = wr->b;
+    for (;;) {
+        uint32_t t = __atomic_fetch_add(&wr->next, 1, __ATOMIC_RELAXED);
+        if (t >= b->tasks) return NULL;
         mts_writer_options o = b->o;
         o.dir = b->dir;
         o.map_id = t;
-        o.strategy = strategy;
+        o.strategy = wr->strategy;
         if (b->shared_engine) o.engine = b->engine;
         mts_writer *w;
         char err[600];
@@ -119,9 +133,26 @@ static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
         if (rc < 0) die("write", mts_writer_error(w));
         mts_writer_stats st;
         mts_writer_get_stats(w, &st);
-        if (st.peak_bytes_held > *peak_held) *peak_held = st.peak_bytes_held;
+        pthread_mutex_lock(&wr->mu);
+        if (st.peak_bytes_held > wr->peak_held) wr->peak_held = st.peak_bytes_held;
+        pthread_mutex_unlock(&wr->mu);
         mts_writer_free(w);
     }
+}
+
+/* The tasks, `parallel` at a time (one after another when 1). */
+static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
+{
+    writer_run wr = {b, strategy, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+    if (b->parallel <= 1) {
+        writer_main(&wr);
+    } else {
+        pthread_t th[MAX_PARALLEL];
+        for (uint32_t i = 0; i < b->parallel; i++)
+            if (pthread_create(&th[i], NULL, writer_main, &wr) != 0) die("task thread", "cannot start");
+        for (uint32_t i = 0; i < b->parallel; i++) pthread_join(th[i], NULL);
+    }
+    *peak_held = wr.peak_held;
 }
 
 static void *compress_main(void *arg)
@@ -344,12 +375,13 @@ int cmd_bench(int argc, char **argv)
     for (int i = 0; i < DEFAULT_CONTENDERS; i++) b.use[i] = 1;
     b.tiny_writers = 200;
     b.shared_engine = 1;
+    b.parallel = 1;
     static const struct option opts[] = {
         {"tasks", 1, 0, 'T'}, {"task-mib", 1, 0, 'M'}, {"batches", 1, 0, 'B'}, {"partitions", 1, 0, 'P'},
         {"skew", 1, 0, 'S'}, {"codec", 1, 0, 'c'}, {"level", 1, 0, 'l'}, {"threads", 1, 0, 't'},
         {"budget-mib", 1, 0, 'b'}, {"fsync", 0, 0, 'f'}, {"reps", 1, 0, 'r'}, {"dir", 1, 0, 'd'},
         {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"tiny-writers", 1, 0, 'W'}, {"input", 1, 0, 'I'},
-        {"engine", 1, 0, 'E'}, {"help", 0, 0, 'h'},
+        {"engine", 1, 0, 'E'}, {"parallel", 1, 0, 'Q'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int ch, bad = 0;
     optind = 1;
@@ -400,6 +432,7 @@ int cmd_bench(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'Q': bad = cli_u32(B, "parallel", optarg, 1, MAX_PARALLEL, &b.parallel); break;
         case 'W': bad = cli_u32(B, "tiny-writers", optarg, 1, 1000000, &b.tiny_writers); break;
         case 'I': {
             int i = 0;
@@ -419,6 +452,8 @@ int cmd_bench(int argc, char **argv)
                    "       records, as records in generation order, or as those in tagged buffers)\n"
                    "       [--engine shared|per-task] (writers and readers on one engine made before\n"
                    "       the clock starts, as in a Spark executor (the default), or each its own)\n"
+                   "       [--parallel P] (P tasks at a time, each on its own thread, as an executor's\n"
+                   "       P cores run them; default 1: one after another)\n"
                    "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
                    "                     (the default), tiny-engine, tiny-own, tiny-files]\n"
                    "One configuration, contenders interleaved; prints JSON samples (seconds per run).\n"
@@ -514,11 +549,11 @@ int cmd_bench(int argc, char **argv)
 
     printf("{\"config\":{\"tasks\":%u,\"task_mib\":%.3f,\"batches\":%.3f,\"partitions\":%u,\"skew\":%.3f,"
            "\"codec\":\"%s\",\"level\":%d,\"threads\":%u,\"budget\":%llu,\"fsync\":%d,\"reps\":%u,\"dir\":\"%s\","
-           "\"input\":\"%s\",\"engine\":\"%s\"},"
+           "\"input\":\"%s\",\"engine\":\"%s\",\"parallel\":%u},"
            "\"bytes_in\":%llu,\"bytes_out\":%llu,\"compressed_only_bytes\":%llu,\"samples\":{",
            b.tasks, b.task_mib, b.batches, b.o.num_partitions, b.wl.skew, mts_codec_name(b.o.codec), b.o.level,
            b.o.threads, (unsigned long long)b.o.max_bytes_in_flight, b.o.fsync, b.reps, b.dir, input_names[b.input],
-           b.shared_engine ? "shared" : "per-task",
+           b.shared_engine ? "shared" : "per-task", b.parallel,
            (unsigned long long)b.bytes_in, (unsigned long long)bytes_out, (unsigned long long)b.compressed);
     const char *sep = "";
     for (int c = 0; c < MAX_CONTENDERS; c++) {

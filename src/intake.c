@@ -347,21 +347,21 @@ static void chain_append(mts_writer *w, uint32_t p, const unsigned char *b, size
 }
 
 /* Room for len more bytes of partition p in the arena. */
-static int arena_room(const mts_writer *w, uint32_t p, size_t len)
+static uint64_t arena_room(const mts_writer *w, uint32_t p)
 {
     const uint32_t *ch = &w->chain[4 * p];
     uint64_t room = (uint64_t)(w->npages - w->pages_used) * w->page;
     if (ch[CH_LAST] != NO_PAGE) room += w->page - ch[CH_FILL];
-    return len <= room;
+    return room;
 }
 
 int intake_held_slow(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
 {
     FORWARD_IF_ERROR(arena_ready(w));
-    if (!arena_room(w, p, len)) {
+    if (arena_room(w, p) < len) {
         FORWARD_IF_ERROR(arena_flush(w));
         FORWARD_IF_ERROR(arena_ready(w));
-        if (!arena_room(w, p, len)) { /* larger than an arena: straight from the caller */
+        if (arena_room(w, p) < len) { /* larger than an arena: straight from the caller */
             arena_drop(w);
             uint64_t offs[2] = {0, len};
             return submit_borrowed(w, b, p, p, offs, w->held_dest);
@@ -381,8 +381,35 @@ int intake_flush(mts_writer *w, int last)
     return 0;
 }
 
+/* A grouped batch into the arena, each partition's bytes appended to its
+ * chain (split across arenas where one fills), so that a partition's
+ * slices of many batches compress as one stream, as one batch's would. */
+static int batch_to_chains(mts_writer *w, const unsigned char *data, const uint64_t *offsets)
+{
+    for (uint32_t p = 0; p < w->o.num_partitions; p++) {
+        const unsigned char *b = data + offsets[p];
+        uint64_t len = offsets[p + 1] - offsets[p];
+        while (len) {
+            FORWARD_IF_ERROR(arena_ready(w));
+            uint64_t n = MTS_MIN(len, arena_room(w, p));
+            if (n == 0) {
+                FORWARD_IF_ERROR(arena_flush(w));
+                continue;
+            }
+            chain_append(w, p, b, (size_t)n);
+            b += n;
+            len -= n;
+        }
+    }
+    return 0;
+}
+
 int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest)
 {
+    if (dest == &w->runs.d) return batch_to_chains(w, data, offsets);
+    /* Compressed in place, borrowed: the data file (streaming), or each
+     * batch's own streams into the partition files (the baseline, as the
+     * design before this one did). */
     FORWARD_IF_ERROR(intake_flush(w, 0)); /* keeps arrival order; holds nothing of its own after */
     return submit_borrowed(w, data, 0, w->o.num_partitions - 1, offsets, dest);
 }
