@@ -181,6 +181,31 @@ static void test_budget(void)
     mts_engine_get_stats(e, &st);
     CHECK(st.bytes_held == 0 && st.reclaims == 1);
 
+    /* Kept buffers: given with their charge, taken back only at their exact
+     * size, never while someone waits, and dropped for a waiter that does
+     * not fit. */
+    CHECK_RC(eng_acquire(&c.c, 60 << 10));
+    void *buf = malloc(60 << 10);
+    CHECK(eng_cache_give(&c.c, buf, 60 << 10) == 1);
+    mts_engine_get_stats(e, &st);
+    CHECK(st.bytes_held == (60u << 10) && st.bytes_cached == (60u << 10));
+    CHECK(eng_cache_take(&c.c, 30 << 10) == NULL);
+    CHECK(eng_cache_take(&c.c, 60 << 10) == buf);
+    mts_engine_get_stats(e, &st);
+    CHECK(st.bytes_held == (60u << 10) && st.bytes_cached == 0);
+    CHECK(eng_cache_give(&c.c, buf, 60 << 10) == 1);
+    CHECK(eng_acquire(&b.c, 90 << 10) == 0); /* fits only without the kept buffer */
+    mts_engine_get_stats(e, &st);
+    CHECK(st.bytes_held == (90u << 10) && st.bytes_cached == 0);
+    void *other = malloc(16);
+    CHECK(eng_cache_give(&b.c, other, 16) == 1);
+    CHECK(eng_cache_take(&c.c, 16) == other);
+    free(other);
+    eng_release(&c.c, 16);
+    eng_release(&b.c, (90 << 10) - 16);
+    mts_engine_get_stats(e, &st);
+    CHECK(st.bytes_held == 0);
+
     /* The engine lives until its last client is gone. */
     mts_engine_free(e);
     eng_client_destroy(&a.c);
