@@ -281,12 +281,12 @@ static void run_read(bench *b)
     mts_reader *r;
     char err[600];
     if (mts_reader_open_dir(&ro, b->dir, 0, &r, err, sizeof err) < 0) die("read", err);
+    /* Every partition as its own range (a reducer's blocks), queued at once. */
     mts_read_piece pc;
-    for (uint32_t p = 0; p < b->o.num_partitions; p++) {
-        int rc = mts_reader_start(r, p, p + 1);
-        while (rc >= 0 && (rc = mts_reader_next(r, &pc)) == 1) {}
-        if (rc < 0) die("read", mts_reader_error(r));
-    }
+    int rc = 0;
+    for (uint32_t p = 0; p < b->o.num_partitions && rc == 0; p++) rc = mts_reader_queue(r, p, p + 1);
+    while (rc >= 0 && (rc = mts_reader_next(r, &pc)) == 1) {}
+    if (rc < 0) die("read", mts_reader_error(r));
     mts_reader_free(r);
 }
 

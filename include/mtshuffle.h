@@ -304,15 +304,22 @@ MTS_API uint64_t mts_reader_segment_length(const mts_reader *r, uint32_t map, ui
 
 typedef struct mts_read_piece {
     uint32_t map;      /* index into the opened outputs */
-    const void *data;  /* valid until the next mts_reader_next/start/free */
+    const void *data;  /* valid until the next mts_reader_next/start/queue/free */
     size_t len;        /* > 0 */
+    uint32_t range;    /* which range of the read: 0 for start's, then one more per queue */
 } mts_read_piece;
 
 /* Begins reading reduce partitions [start, end) of every map (ends any read
  * in progress). */
 MTS_API int mts_reader_start(mts_reader *r, uint32_t start, uint32_t end);
-/* 1: *piece holds the next bytes (map order, then stream order); 0: the read
- * is complete; < 0: it failed (see mts_reader_error). */
+/* Appends partitions [start, end) to the read in progress (begins one if
+ * none is, e.g. after next() returned 0 or failed): its pieces follow the
+ * earlier ranges', and decoding runs on across the boundary instead of
+ * starting again per range, as a reducer's fetches of many blocks do. */
+MTS_API int mts_reader_queue(mts_reader *r, uint32_t start, uint32_t end);
+/* 1: *piece holds the next bytes (range order, then map order, then stream
+ * order); 0: every queued range is complete; < 0: the read failed (see
+ * mts_reader_error). */
 MTS_API int mts_reader_next(mts_reader *r, mts_read_piece *piece);
 MTS_API const char *mts_reader_error(const mts_reader *r);
 

@@ -4,6 +4,11 @@
 
 #include "checksum.h"
 
+#ifdef MTS_HAVE_ISAL
+#include <isa-l/crc.h>
+#include <isa-l/igzip_lib.h>
+#endif
+
 /* CRC-32C (Castagnoli), reflected polynomial. */
 #define CRC32C_POLY 0x82F63B78u
 
@@ -95,8 +100,44 @@ uint32_t crc32c_combine(uint32_t a, uint32_t b, uint64_t len_b)
 
 uint32_t checksum_init(mts_checksum algo) { return algo == MTS_CHECKSUM_ADLER32 ? 1u : 0u; }
 
-uint32_t checksum_update(mts_checksum algo, uint32_t sum, const void *buf, size_t len)
+int checksum_have_isal(void)
 {
+#ifdef MTS_HAVE_ISAL
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+#ifdef MTS_HAVE_ISAL
+static uint32_t isal_update(mts_checksum algo, uint32_t sum, const unsigned char *p, size_t len)
+{
+    switch (algo) {
+    case MTS_CHECKSUM_ADLER32: return isal_adler32(sum, p, len);
+    case MTS_CHECKSUM_CRC32: return crc32_gzip_refl(sum, p, len);
+    case MTS_CHECKSUM_CRC32C:
+        /* crc32_iscsi works on the register (the complement of the value)
+         * and takes an int length. */
+        for (sum = ~sum; len;) {
+            size_t n = len < (1u << 30) ? len : (1u << 30);
+            sum = crc32_iscsi((unsigned char *)(uintptr_t)p, (int)n, sum);
+            p += n;
+            len -= n;
+        }
+        return ~sum;
+    case MTS_CHECKSUM_NONE: break;
+    }
+    return 0;
+}
+#endif
+
+uint32_t checksum_update_with(mts_checksum algo, int impl, uint32_t sum, const void *buf, size_t len)
+{
+#ifdef MTS_HAVE_ISAL
+    if (impl == CHECKSUM_ISAL) return isal_update(algo, sum, buf, len);
+#else
+    (void)impl;
+#endif
     switch (algo) {
     case MTS_CHECKSUM_ADLER32: return (uint32_t)adler32_z(sum, buf, len);
     case MTS_CHECKSUM_CRC32: return (uint32_t)crc32_z(sum, buf, len);
@@ -104,6 +145,24 @@ uint32_t checksum_update(mts_checksum algo, uint32_t sum, const void *buf, size_
     case MTS_CHECKSUM_NONE: break;
     }
     return 0;
+}
+
+int checksum_impl(mts_checksum algo)
+{
+#ifdef MTS_HAVE_ISAL
+    /* Where ISA-L is faster (BENCHMARKS.md, "Checksums"). */
+    return algo == MTS_CHECKSUM_ADLER32 || algo == MTS_CHECKSUM_CRC32 || algo == MTS_CHECKSUM_CRC32C
+               ? CHECKSUM_ISAL
+               : CHECKSUM_PORTABLE;
+#else
+    (void)algo;
+    return CHECKSUM_PORTABLE;
+#endif
+}
+
+uint32_t checksum_update(mts_checksum algo, uint32_t sum, const void *buf, size_t len)
+{
+    return checksum_update_with(algo, checksum_impl(algo), sum, buf, len);
 }
 
 uint32_t checksum_combine(mts_checksum algo, uint32_t a, uint32_t b, uint64_t len_b)

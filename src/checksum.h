@@ -14,6 +14,16 @@ uint32_t checksum_update(mts_checksum algo, uint32_t sum, const void *buf, size_
 /* Checksum of A||B from checksum(A), checksum(B) and len(B). */
 uint32_t checksum_combine(mts_checksum algo, uint32_t a, uint32_t b, uint64_t len_b);
 
+/* Implementations: zlib's adler32/crc32 and our own CRC-32C (always), and
+ * ISA-L's when built with it (MTS_HAVE_ISAL). checksum_update() uses
+ * checksum_impl(algo), the faster one here; the others stay reachable for
+ * tests and the checksum benchmark. */
+#define CHECKSUM_PORTABLE 0
+#define CHECKSUM_ISAL 1
+int checksum_have_isal(void);
+int checksum_impl(mts_checksum algo);
+uint32_t checksum_update_with(mts_checksum algo, int impl, uint32_t sum, const void *buf, size_t len);
+
 uint32_t crc32c_update(uint32_t crc, const void *buf, size_t len);
 uint32_t crc32c_combine(uint32_t a, uint32_t b, uint64_t len_b);
 

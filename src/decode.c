@@ -11,8 +11,12 @@
 
 /* ---- pieces --------------------------------------------------------------------- */
 
+#define CACHED_PIECE (64u << 10) /* pieces this large are kept by the engine for reuse */
+
 void piece_free(mts_reader *r, piece *p)
 {
+    /* A decoded piece's buffer (its charge is its size) may serve the next. */
+    if (p->charge >= CACHED_PIECE && eng_cache_give(&r->client, p, p->charge)) return;
     eng_release(&r->client, p->charge);
     mts_free(p);
 }
@@ -31,12 +35,11 @@ void cursor_reset(mts_reader *r, cursor *c)
 
 /* ---- units (engine jobs) ---------------------------------------------------------- */
 
-/* Checks the stored checksums of partitions [start, end) of map j. */
-static int verify_segment(mts_reader *r, uint32_t j, char *msg, size_t len)
+/* Checks the stored checksums of partitions [start, end) of map m. */
+static int verify_segment(mts_reader *r, const map_output *m, uint32_t start, uint32_t end, char *msg, size_t len)
 {
-    map_output *m = &r->maps[j];
     if (!r->o.verify_checksums || !m->sums) return 0;
-    for (uint32_t p = r->start; p < r->end; p++) {
+    for (uint32_t p = start; p < end; p++) {
         uint64_t a = m->off[p], n = m->off[p + 1] - a;
         uint32_t got = checksum_update(m->algo, checksum_init(m->algo), m->base + a, n);
         if (got != (uint32_t)m->sums[p])
@@ -59,21 +62,31 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
     (void)wk;
     mts_reader *r = ctx;
     unit *u = (unit *)ej;
-    map_output *m = &r->maps[u->map];
     pthread_mutex_lock(&r->mu);
-    uint32_t start = r->start, end = r->end;
     int live = r->gen == u->gen;
+    uint32_t start = 0, end = 0, map = 0;
+    uint64_t b = 0;
+    if (live) {
+        const cursor *c = &r->cur[u->idx];
+        start = c->start;
+        end = c->end;
+        map = c->map;
+        b = c->b;
+    }
     pthread_mutex_unlock(&r->mu);
+    const map_output *m = &r->maps[map];
     char msg[MTS_MSG_CAP] = "";
-    uint64_t b = m->off[end], t0 = mts_now_ns();
+    uint64_t t0 = mts_now_ns();
     int rc = 0, done = 0, published = 0;
     piece *p = NULL;
     if (live && !u->verified) {
-        rc = verify_segment(r, u->map, msg, sizeof msg);
+        rc = verify_segment(r, m, start, end, msg, sizeof msg);
         u->verified = 1;
     }
     if (live && rc == 0) {
-        p = mts_malloc(sizeof *p + (u->codec == MTS_CODEC_NONE ? 0 : u->charge - sizeof *p));
+        size_t size = u->codec == MTS_CODEC_NONE ? sizeof *p : u->charge; /* paid at submit */
+        p = size >= CACHED_PIECE ? eng_cache_take_paid(&r->client, size) : NULL;
+        if (!p) p = mts_malloc(size);
         if (!p) rc = mts_msg(msg, sizeof msg, MTS_E_NOMEM, "%s: allocate a %llu-byte piece", m->data_path,
                              (unsigned long long)u->charge);
     }
@@ -102,7 +115,7 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
 
     pthread_mutex_lock(&r->mu);
     if (r->gen == u->gen) {
-        cursor *c = &r->cur[u->map];
+        cursor *c = &r->cur[u->idx];
         if (p && p->len && rc == 0) {
             if (c->tail) c->tail->next = p;
             else c->head = p;
@@ -140,13 +153,12 @@ const eng_client_ops reader_client_ops = {unit_run, unit_drain, NULL};
 
 /* ---- scheduling (the caller's thread, mu held) ------------------------------------ */
 
-/* Budget for map j's next unit. */
+/* Budget for cursor j's next unit. */
 static uint64_t unit_charge(const mts_reader *r, uint32_t j)
 {
     const cursor *c = &r->cur[j];
     if (c->codec == MTS_CODEC_NONE) return sizeof(piece);
-    const map_output *m = &r->maps[j];
-    size_t need = codec_get(c->codec)->step_need(m->base, m->off[r->end], c->pos);
+    size_t need = codec_get(c->codec)->step_need(r->maps[c->map].base, c->b, c->pos);
     return sizeof(piece) + MTS_MAX((uint64_t)r->o.piece_size, (uint64_t)need);
 }
 
@@ -158,7 +170,7 @@ static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge)
         eng_release(&r->client, charge);
         return MTS_E_NOMEM;
     }
-    *u = (unit){.map = j, .gen = r->gen, .codec = c->codec, .pos = c->pos, .dstate = c->dstate,
+    *u = (unit){.idx = j, .gen = r->gen, .codec = c->codec, .pos = c->pos, .dstate = c->dstate,
                 .verified = c->verified, .charge = charge};
     c->dstate = NULL;
     c->state = CUR_BUSY;
@@ -172,12 +184,11 @@ static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge)
  * of theirs was handed out yet). */
 static void drop_lookahead(mts_reader *r)
 {
-    for (uint32_t j = r->frontier + 1; j < r->nmaps; j++) {
+    for (uint32_t j = r->frontier + 1; j < r->ncur; j++) {
         cursor *c = &r->cur[j];
-        uint64_t a = r->maps[j].off[r->start], b = r->maps[j].off[r->end];
-        if (c->state == CUR_BUSY || c->state == CUR_FAILED || a == b) continue;
+        if (c->state == CUR_BUSY || c->state == CUR_FAILED || c->a == c->b) continue;
         cursor_reset(r, c);
-        c->pos = a;
+        c->pos = c->a;
         c->state = CUR_IDLE;
     }
 }
@@ -185,7 +196,7 @@ static void drop_lookahead(mts_reader *r)
 int schedule(mts_reader *r, int may_block)
 {
     int did = 0;
-    for (uint32_t j = r->frontier; j < r->nmaps && r->inflight < r->max_inflight; j++) {
+    for (uint32_t j = r->frontier; j < r->ncur && r->inflight < r->max_inflight; j++) {
         if (r->cur[j].state != CUR_IDLE) continue;
         uint64_t charge = unit_charge(r, j);
         int rc = eng_try_acquire(&r->client, charge);
@@ -196,7 +207,7 @@ int schedule(mts_reader *r, int may_block)
         }
         if (rc < 0)
             return mts_msg(r->msg, sizeof r->msg, rc, "%s: a %llu-byte piece (an lz4 block at offset %llu) exceeds "
-                           "the budget of %llu bytes", r->maps[j].data_path, (unsigned long long)charge,
+                           "the budget of %llu bytes", r->maps[r->cur[j].map].data_path, (unsigned long long)charge,
                            (unsigned long long)r->cur[j].pos, (unsigned long long)eng_cap(r->engine));
         if (j != r->frontier || r->inflight || !may_block) break; /* wait for what is in flight */
         drop_lookahead(r);
@@ -204,7 +215,7 @@ int schedule(mts_reader *r, int may_block)
         pthread_mutex_unlock(&r->mu);
         rc = eng_acquire(&r->client, charge); /* holds nothing the caller must give back */
         pthread_mutex_lock(&r->mu);
-        if (rc < 0) return mts_msg(r->msg, sizeof r->msg, rc, "%s: wait for budget", r->maps[j].data_path);
+        if (rc < 0) return mts_msg(r->msg, sizeof r->msg, rc, "%s: wait for budget", r->maps[r->cur[j].map].data_path);
         if (gen != r->gen || r->cur[j].state != CUR_IDLE) {
             eng_release(&r->client, charge);
             return 1;

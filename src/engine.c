@@ -387,6 +387,23 @@ void *eng_cache_take(eng_client *c, size_t size)
     return p;
 }
 
+void *eng_cache_take_paid(eng_client *c, size_t size)
+{
+    mts_engine *e = c->e;
+    void *p = NULL;
+    pthread_mutex_lock(&e->mu);
+    for (unsigned i = 0; i < e->ncache && !p; i++) {
+        if (e->cache[i].size != size) continue;
+        p = e->cache[i].p;
+        e->cache[i] = e->cache[--e->ncache];
+        e->cached -= size;
+        e->held -= size;
+        wake_head(e);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return p;
+}
+
 int eng_cache_give(eng_client *c, void *p, size_t size)
 {
     mts_engine *e = c->e;

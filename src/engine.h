@@ -116,8 +116,11 @@ void eng_release(eng_client *c, uint64_t n);
  * a kept buffer of exactly `size`, its charge now the client's; NULL if
  * none. A waiter that does not fit frees every kept buffer before it waits
  * or reclaims, so keeping never blocks anyone. */
-#define ENG_CACHE_MAX 8
+#define ENG_CACHE_MAX 16
 void *eng_cache_take(eng_client *c, size_t size);
+/* The same for a caller that has paid for the buffer already: the kept
+ * buffer's charge goes back to the budget. */
+void *eng_cache_take_paid(eng_client *c, size_t size);
 int eng_cache_give(eng_client *c, void *p, size_t size);
 /* Adds delta (may be negative) to the client's reclaimable bytes. */
 void eng_note_reclaimable(eng_client *c, int64_t delta);

@@ -83,6 +83,7 @@ int mts_reader_open(const mts_reader_options *opts, const char *const *paths, ui
     int rc = 0;
     r->maps = mts_calloc(MTS_MAX(n, 1u), sizeof(map_output));
     r->cur = mts_calloc(MTS_MAX(n, 1u), sizeof(cursor));
+    r->capcur = MTS_MAX(n, 1u);
     if (!r->maps || !r->cur) {
         rc = mts_msg(err, errlen, MTS_E_NOMEM, "open: allocate %u map outputs", n);
         goto fail;
@@ -179,37 +180,75 @@ static void end_read_locked(mts_reader *r)
     r->inflight = 0;
     if (r->current) piece_free(r, r->current);
     r->current = NULL;
-    for (uint32_t j = 0; j < r->nmaps; j++) {
+    for (uint32_t j = 0; j < r->ncur; j++) {
         cursor *c = &r->cur[j];
         if (c->state == CUR_BUSY) c->dstate = NULL; /* the unit's; it frees it */
         cursor_reset(r, c);
         c->state = CUR_DONE;
     }
+    r->ncur = r->nranges = r->frontier = 0;
+}
+
+/* Appends range [start, end) to the read, one cursor per map; begins a read
+ * if none is active. */
+static int queue_locked(mts_reader *r, uint32_t start, uint32_t end)
+{
+    if (!r->active) {
+        end_read_locked(r);
+        r->err = 0;
+        r->msg[0] = 0;
+        r->active = 1;
+    }
+    if (r->nranges == UINT32_MAX || r->ncur > UINT32_MAX - r->nmaps)
+        return mts_msg(r->msg, sizeof r->msg, MTS_E_OVERFLOW, "queue: too many ranges in one read");
+    if (r->ncur + r->nmaps > r->capcur) {
+        uint32_t cap = MTS_MAX(r->ncur + r->nmaps, r->capcur * 2);
+        cursor *grown = mts_realloc(r->cur, (size_t)cap * sizeof *grown); /* units name cursors by index */
+        if (!grown)
+            return mts_msg(r->msg, sizeof r->msg, MTS_E_NOMEM, "queue: allocate cursors for %u ranges", r->nranges + 1);
+        r->cur = grown;
+        r->capcur = cap;
+    }
+    for (uint32_t j = 0; j < r->nmaps; j++) {
+        const map_output *m = &r->maps[j];
+        uint64_t a = m->off[start], b = m->off[end];
+        cursor *c = &r->cur[r->ncur++];
+        *c = (cursor){.map = j, .range = r->nranges, .start = start, .end = end, .a = a, .b = b,
+                      .state = a == b ? CUR_DONE : CUR_IDLE, .codec = r->o.codec, .pos = a};
+        if (a != b && c->codec == MTS_CODEC_AUTO) c->codec = layout_sniff(m->base + a, b - a);
+    }
+    r->nranges++;
+    return 0;
+}
+
+static int check_range(mts_reader *r, const char *op, uint32_t start, uint32_t end)
+{
+    if (start >= end || end > r->nparts)
+        return mts_msg(r->msg, sizeof r->msg, MTS_E_RANGE, "%s: partitions [%u, %u) are not a range within 0..%u",
+                       op, start, end, r->nparts);
+    return 0;
 }
 
 int mts_reader_start(mts_reader *r, uint32_t start, uint32_t end)
 {
     if (!r) return MTS_E_ARG;
-    if (start >= end || end > r->nparts)
-        return mts_msg(r->msg, sizeof r->msg, MTS_E_RANGE, "start: partitions [%u, %u) are not a range within 0..%u",
-                       start, end, r->nparts);
+    FORWARD_IF_ERROR(check_range(r, "start", start, end));
     pthread_mutex_lock(&r->mu);
-    end_read_locked(r);
-    r->start = start;
-    r->end = end;
-    r->frontier = 0;
-    r->err = 0;
-    r->msg[0] = 0;
-    r->active = 1;
-    for (uint32_t j = 0; j < r->nmaps; j++) {
-        cursor *c = &r->cur[j];
-        const map_output *m = &r->maps[j];
-        uint64_t a = m->off[start], b = m->off[end];
-        *c = (cursor){a == b ? CUR_DONE : CUR_IDLE, r->o.codec, a, NULL, 0, NULL, NULL, 0, ""};
-        if (a != b && c->codec == MTS_CODEC_AUTO) c->codec = layout_sniff(m->base + a, b - a);
-    }
+    r->active = 0; /* a fresh read */
+    int rc = queue_locked(r, start, end);
     pthread_mutex_unlock(&r->mu);
-    return 0;
+    return rc;
+}
+
+int mts_reader_queue(mts_reader *r, uint32_t start, uint32_t end)
+{
+    if (!r) return MTS_E_ARG;
+    FORWARD_IF_ERROR(check_range(r, "queue", start, end));
+    pthread_mutex_lock(&r->mu);
+    int rc = queue_locked(r, start, end);
+    if (rc == 0) (void)schedule(r, 0); /* decoding may start now; a failure shows in next() */
+    pthread_mutex_unlock(&r->mu);
+    return rc;
 }
 
 int mts_reader_next(mts_reader *r, mts_read_piece *out)
@@ -223,7 +262,7 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
     int rc = 0;
     uint64_t t0 = 0;
     while (r->active) {
-        if (r->frontier == r->nmaps) {
+        if (r->frontier == r->ncur) {
             r->active = 0;
             break;
         }
@@ -233,7 +272,7 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
             c->head = p->next;
             if (!c->head) c->tail = NULL;
             r->current = p;
-            *out = (mts_read_piece){r->frontier, p->data, p->len};
+            *out = (mts_read_piece){c->map, p->data, p->len, c->range};
             r->st.bytes_decoded += p->len;
             rc = 1;
             break;
@@ -245,8 +284,7 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
             break;
         }
         if (c->state == CUR_DONE) {
-            const map_output *m = &r->maps[r->frontier];
-            r->st.bytes_stored += m->off[r->end] - m->off[r->start];
+            r->st.bytes_stored += c->b - c->a;
             r->frontier++;
             continue;
         }

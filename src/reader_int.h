@@ -26,8 +26,11 @@ typedef struct piece {
 
 typedef enum { CUR_IDLE, CUR_BUSY, CUR_DONE, CUR_FAILED } cur_state;
 
-/* One map's segment of the current read. */
+/* One map's segment of one range of the current read. */
 typedef struct cursor {
+    uint32_t map, range;  /* range: its index in the read's queue */
+    uint32_t start, end;  /* the range's partitions */
+    uint64_t a, b;        /* the segment: bytes [a, b) of the map's data file */
     cur_state state;
     mts_codec codec;
     uint64_t pos;       /* next stored byte (offset in the data file); unit's while BUSY */
@@ -40,7 +43,7 @@ typedef struct cursor {
 
 typedef struct unit {
     eng_job base;
-    uint32_t map;
+    uint32_t idx;       /* its cursor */
     uint64_t gen;
     mts_codec codec;
     uint64_t pos;
@@ -63,8 +66,9 @@ struct mts_reader {
     /* All below guarded by mu. */
     uint64_t gen;          /* bumped by every start: units of older reads drop their work */
     int active;
-    uint32_t start, end, frontier, inflight;
-    cursor *cur;
+    uint32_t frontier, inflight;
+    cursor *cur;           /* per range queued, one per map: range k's map j at k * nmaps + j */
+    uint32_t ncur, capcur, nranges;
     piece *current;        /* handed to the caller; given back at the next call */
     int err;
     char msg[MTS_MSG_CAP];
