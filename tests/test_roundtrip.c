@@ -261,6 +261,44 @@ static void read_back(trial *t, const char *dir, uint64_t *s)
         CHECK(rc == 0);
         CHECK(wl == 0 || (pos == wl && map == nmaps - 1));
     }
+    /* A queue of ranges (the read above is complete, so the first queue
+     * begins a fresh read): pieces come range by range, each range map by
+     * map, with the range's index. */
+    uint32_t q = 1 + (uint32_t)rng_below(s, 6), qa[6], qb[6];
+    uint64_t qoff[7] = {0};
+    unsigned char *qwant = malloc((t->store_len + 1) * 6);
+    for (uint32_t k = 0; k < q; k++) {
+        qa[k] = (uint32_t)rng_below(s, t->n);
+        qb[k] = qa[k] + 1 + (uint32_t)rng_below(s, MTS_MIN(t->n - qa[k], 16u));
+        uint64_t wl = 0;
+        for (uint32_t p = qa[k]; p < qb[k]; p++)
+            for (uint64_t i = 0; i < t->nrecs; i++)
+                if (t->recs[i].partition == p) {
+                    memcpy(qwant + qoff[k] + wl, t->store + t->recs[i].off, t->recs[i].len);
+                    wl += t->recs[i].len;
+                }
+        qoff[k + 1] = qoff[k] + wl;
+        CHECK_RC(k == 0 && rng_below(s, 2) ? mts_reader_start(r, qa[k], qb[k]) : mts_reader_queue(r, qa[k], qb[k]));
+    }
+    CHECK(mts_reader_queue(r, 3, 2) == MTS_E_RANGE && mts_reader_queue(r, 0, t->n + 1) == MTS_E_RANGE);
+    uint32_t cur_range = 0, cur_map = 0;
+    uint64_t pos = 0; /* within the current (range, map) */
+    mts_read_piece pc;
+    while ((rc = mts_reader_next(r, &pc)) == 1) {
+        if (pc.range != cur_range || pc.map != cur_map) { /* the previous segment was complete */
+            CHECK(pos == qoff[cur_range + 1] - qoff[cur_range]);
+            CHECK(pc.range > cur_range || (pc.range == cur_range && pc.map > cur_map));
+            cur_range = pc.range;
+            cur_map = pc.map;
+            pos = 0;
+        }
+        uint64_t wl = qoff[cur_range + 1] - qoff[cur_range];
+        CHECK(pc.len > 0 && pos + pc.len <= wl && !memcmp(qwant + qoff[cur_range] + pos, pc.data, pc.len));
+        pos += pc.len;
+    }
+    if (rc < 0) fprintf(stderr, "reader queue: %s\n", mts_reader_error(r));
+    CHECK(rc == 0 && cur_range < q);
+    free(qwant);
     mts_reader_stats st;
     CHECK_RC(mts_reader_get_stats(r, &st));
     CHECK(st.peak_bytes_held <= ro.max_bytes_in_flight);
