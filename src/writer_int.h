@@ -152,6 +152,7 @@ int intake_held_slow(mts_writer *w, uint32_t p, const unsigned char *b, size_t l
  * partition's last page, is one copy. */
 static inline int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
 {
+    if (len == 0) return 0; /* nothing to keep: a partition's bytes are all a record leaves */
     uint32_t *ch = w->arena ? &w->chain[4 * p] : NULL;
     if (ch && ch[CH_LAST] != NO_PAGE && len <= w->page - ch[CH_FILL]) {
         memcpy(w->arena + (size_t)ch[CH_LAST] * w->page + ch[CH_FILL], b, len);
