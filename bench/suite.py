@@ -102,6 +102,7 @@ def configs(quick):
             ("batches", "batches 4.8", dict(base, batches=4.8), SWEEP),
             ("partitions", "10000 partitions", dict(base, partitions=10000), SWEEP),
             ("durable", "single batch, fsync", dict(base, fsync=True), SWEEP),
+            ("input", "unsorted records", dict(base, input="unsorted"), SWEEP),
         ]
     base = {"tasks": 16, "task-mib": 32, "partitions": 200, "codec": "lz4", "threads": 2, "batches": 1}
     out = [("single", "single batch, lz4, 2 threads", dict(base), ALL)]
@@ -120,6 +121,19 @@ def configs(quick):
     out.append(("threads", "zstd, 1 thread", dict(base, codec="zstd", threads=1), ALL))
     out.append(("durable", "single batch, fsync", dict(base, fsync=True), SWEEP))
     out.append(("durable", "batches 4.8, fsync", dict(base, batches=4.8, fsync=True), SWEEP))
+    # Input shapes: the same rows as sorted records, records in random
+    # partition order one call each, and tagged buffers (the JNI binding's).
+    for shape, lab in (("records", "records in partition order"), ("unsorted", "unsorted records"),
+                       ("tagged", "unsorted, tagged buffers")):
+        out.append(("input", lab, dict(base, input=shape), SWEEP))
+    for shape in ("batch", "unsorted"):
+        out.append(("input", "%s, 2 tasks at a time" % shape, dict(base, input=shape, parallel=2), SWEEP))
+    out.append(("input", "unsorted, 10000 partitions (4 x 128 MiB)", dict(wide, partitions=10000, input="unsorted"), SWEEP))
+    out.append(("input", "unsorted, 200 partitions (4 x 128 MiB)", dict(wide, input="unsorted"), SWEEP))
+    for shape in ("batch", "unsorted"):
+        out.append(("spill", "%s, 8 MiB budget" % shape, dict(base, input=shape, **{"budget-mib": 8}), SWEEP))
+    for t in (4, 8):
+        out.append(("threads", "lz4, %d threads" % t, dict(base, threads=t), SWEEP))
     return out
 
 
@@ -293,12 +307,13 @@ def main():
     with open(os.path.join(args.out, "suite.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["group", "label", "tasks", "task_mib", "batches", "partitions", "skew", "codec", "threads", "fsync",
-                    "contender", "median_s", "min_s", "max_s", "reps", "rss_max", "peak_held_max", "bytes_in", "bytes_out"])
+                    "input", "parallel", "budget", "contender", "median_s", "min_s", "max_s", "reps", "rss_max", "peak_held_max", "bytes_in", "bytes_out"])
         for r in rows:
             c = r["config"]
             for n, v in r["contenders"].items():
                 w.writerow([r["group"], r["label"], c["tasks"], c["task_mib"], c["batches"], c["partitions"], c["skew"],
-                            c["codec"], c["threads"], c["fsync"], n, v["median"], v["min"], v["max"], v["n"],
+                            c["codec"], c["threads"], c["fsync"], c.get("input", "batch"), c.get("parallel", 1),
+                            c["budget"], n, v["median"], v["min"], v["max"], v["n"],
                             v["rss_max"], v["peak_held_max"], r["bytes_in"], r["bytes_out"]])
     print(fmt_table(rows))
     print()

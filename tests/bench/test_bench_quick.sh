@@ -16,7 +16,8 @@ out = sys.argv[1]
 d = json.load(open(os.path.join(out, "suite.json")))
 for k in ("command", "quick", "reps", "machine", "started", "seconds", "rows", "plots"):
     assert k in d, k
-assert d["quick"] and d["reps"] >= 3 and len(d["rows"]) == 4
+assert d["quick"] and d["reps"] >= 3 and len(d["rows"]) == 5
+assert d["rows"][4]["config"]["input"] == "unsorted", d["rows"][4]["config"]
 for r in d["rows"]:
     for k in ("group", "label", "config", "bytes_in", "bytes_out", "contenders", "baseline_over_streaming",
               "streaming_over_limit", "rss_within_budget", "peak_held_within_budget"):
@@ -37,7 +38,7 @@ assert "read_over_decode" in first
 for p in ("time_vs_batches.png", "time_vs_partitions.png", "limit_fraction.png"):
     assert p in d["plots"] and os.path.getsize(os.path.join(out, p)) > 1000, p
 rows = list(csv.DictReader(open(os.path.join(out, "suite.csv"))))
-assert len(rows) >= 4 * 4 and {"contender", "median_s", "rss_max"} <= set(rows[0])
+assert len(rows) >= 5 * 4 and {"contender", "median_s", "rss_max", "input", "parallel", "budget"} <= set(rows[0])
 print("bench smoke test: %d configurations, %d CSV rows, plots %s" % (len(d["rows"]), len(rows), d["plots"]))
 PY
 grep -q "baseline/streaming" "$out/table.md"

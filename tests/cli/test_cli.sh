@@ -51,6 +51,9 @@ bad_values write job-kib 0 0.5 x
 bad_values write shuffle-id -1 2147483648
 bad_values write seed -1 1.5
 bad_values bench reps 0 65 x
+bad_values bench parallel 0 -1 65 x
+bad_values bench engine x ""
+bad_values bench input x ""
 for cmd in read verify; do
   bad_values $cmd threads 0 257
   bad_values $cmd budget-mib 0.01 x
