@@ -38,11 +38,20 @@ static size_t lz4_bound(const codec_params *p, size_t n)
     return n + (blocks + 1) * LZ4J_HEADER_LEN; /* raw fallback caps each block */
 }
 
+/* The context is an LZ4_stream_t, cleared once here: each block then starts
+ * with LZ4_resetStream_fast() (constant time), where a fresh state per call
+ * would clear 16 KiB, more than a small stream's own bytes. */
 static int lz4_ctx_new(const codec_params *p, void **ctx)
 {
     (void)p;
-    *ctx = mts_malloc((size_t)LZ4_sizeofState());
-    return *ctx ? 0 : MTS_E_NOMEM;
+    void *mem = mts_malloc(sizeof(LZ4_stream_t));
+    if (!mem) return MTS_E_NOMEM;
+    if (!LZ4_initStream(mem, sizeof(LZ4_stream_t))) {
+        mts_free(mem);
+        return MTS_E_CODEC;
+    }
+    *ctx = mem;
+    return 0;
 }
 
 static void lz4_ctx_free(void *ctx) { mts_free(ctx); }
@@ -65,8 +74,10 @@ static int lz4_compress_v(const codec_params *p, void *ctx, const codec_piece *v
         for (size_t i = 0; i < v[k].n;) {
             int blen = (int)MTS_MIN((size_t)p->block_size, v[k].n - i);
             unsigned char *h = out + o;
-            /* Capacity blen-1: lz4 gives up (returns 0) unless the block shrinks. */
-            int clen = LZ4_compress_fast_extState(ctx, (const char *)in + i, (char *)h + LZ4J_HEADER_LEN, blen,
+            /* Every block independent (no dictionary), as lz4-java's; capacity
+             * blen-1: lz4 gives up (returns 0) unless the block shrinks. */
+            LZ4_resetStream_fast(ctx);
+            int clen = LZ4_compress_fast_continue(ctx, (const char *)in + i, (char *)h + LZ4J_HEADER_LEN, blen,
                                                   blen - 1, 1);
             uint32_t check = lz4j_check(in + i, (size_t)blen);
             if (clen > 0) {
