@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""One build of mtshuffle over variants of one configuration, interleaved:
+`bench ARGS VARIANT --reps 2` per variant in turn (keeping each run's second,
+warm sample), the order of the variants rotating from one repetition to the
+next. Prints each variant's median seconds per contender and the median and
+range of its pairwise ratios to the first variant.
+
+    bench/sweep.py --mtshuffle build/mtshuffle --reps 7 --dir /dev/shm/mtssweep \\
+        --args "--tasks 16 --task-mib 32" --contenders streaming \\
+        --variant "--threads 2" --variant "--threads 1" --variant "--threads 4" --variant "--threads 8" \\
+        [--json out.json]
+"""
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mtshuffle", default="build/mtshuffle")
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--args", default="--tasks 16 --task-mib 32")
+    ap.add_argument("--variant", action="append", required=True, help="extra bench options (repeat)")
+    ap.add_argument("--contenders", default="streaming")
+    ap.add_argument("--dir", default="/dev/shm/mtssweep")
+    ap.add_argument("--json")
+    o = ap.parse_args()
+    vs = o.variant
+    samples = {v: [] for v in vs}
+    for rep in range(o.reps):
+        k = rep % len(vs)
+        for v in vs[k:] + vs[:k]:
+            cmd = [o.mtshuffle, "bench", *shlex.split(o.args), *shlex.split(v), "--reps", "2",
+                   "--contenders", o.contenders, "--dir", o.dir]
+            d = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            samples[v].append({c: s["seconds"][1] for c, s in d["samples"].items()})
+        print(f"repetition {rep + 1}/{o.reps}", file=sys.stderr)
+    ref = vs[0]
+    for v in vs:
+        for c in samples[v][0]:
+            t = [s[c] for s in samples[v]]
+            r = [x[c] / y[c] for x, y in zip(samples[v], samples[ref])]
+            print(f"{v:24s} {c:10s} {statistics.median(t):.3f} s  /[{ref}] {statistics.median(r):.2f} "
+                  f"({min(r):.2f}-{max(r):.2f})")
+    if o.json:
+        with open(o.json, "w") as f:
+            json.dump({"args": o.args, "reps": o.reps, "variants": vs, "samples": samples}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
