@@ -21,8 +21,9 @@
  * it: jobs in flight (the workers release them) and held chunks (reclaimable
  * by any waiter). Its own buffers are paid for in advance as one unit: a
  * stage reserves its buffer plus the job it will become; an arena reserves
- * its buffer, the grouped copy and every job the copy becomes, and stops
- * taking records before that reservation could run short. An empty arena is
+ * its pages and every job they can become (a segment is at least a page,
+ * so one job, segment and chunk per page and the codec bound of all pages
+ * cover them), and is handed to its jobs when its pages run out. An empty arena is
  * freed before the producer blocks. */
 #ifndef MTS_WRITER_INT_H
 #define MTS_WRITER_INT_H
