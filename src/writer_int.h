@@ -23,8 +23,9 @@
  * stage reserves its buffer plus the job it will become; an arena reserves
  * its pages and every job they can become (a segment is at least a page,
  * so one job, segment and chunk per page and the codec bound of all pages
- * cover them), and is handed to its jobs when its pages run out. An empty arena is
- * freed before the producer blocks. */
+ * cover them), and is handed to its jobs when its pages run out. An empty
+ * arena is given back (to the engine's kept buffers, which any waiter frees
+ * first) before the producer blocks. */
 #ifndef MTS_WRITER_INT_H
 #define MTS_WRITER_INT_H
 
