@@ -355,16 +355,22 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-/* With mu held: frees every kept buffer and gives its budget back. The
- * frees run without the lock. */
-static void cache_drop(mts_engine *e)
+/* With mu held: frees kept buffers, the most recently kept last, until at
+ * least `need` bytes of budget are back (all of them if they hold less),
+ * and gives their budget back. The frees run without the lock. */
+static void cache_drop(mts_engine *e, uint64_t need)
 {
     void *drop[ENG_CACHE_MAX];
-    unsigned n = e->ncache;
-    for (unsigned i = 0; i < n; i++) drop[i] = e->cache[i].p;
-    e->held -= e->cached;
-    e->cached = 0;
-    e->ncache = 0;
+    unsigned n = 0;
+    uint64_t freed = 0;
+    while (e->ncache && freed < need) {
+        size_t size = e->cache[0].size;
+        drop[n++] = e->cache[0].p;
+        e->cache[0] = e->cache[--e->ncache]; /* order among the rest does not matter much */
+        freed += size;
+    }
+    e->cached -= freed;
+    e->held -= freed;
     pthread_mutex_unlock(&e->mu);
     for (unsigned i = 0; i < n; i++) mts_free(drop[i]);
     pthread_mutex_lock(&e->mu);
@@ -449,8 +455,8 @@ int eng_acquire(eng_client *c, uint64_t n)
             continue;
         }
         if (e->held + n <= e->cap) break;
-        if (e->ncache) { /* kept buffers go first */
-            cache_drop(e);
+        if (e->ncache) { /* kept buffers go first, as many as needed */
+            cache_drop(e, e->held + n - e->cap);
             continue;
         }
         eng_client *v = e->pending == 0 ? pick_victim(e) : NULL;
@@ -492,7 +498,7 @@ int eng_try_acquire(eng_client *c, uint64_t n)
     mts_engine *e = c->e;
     if (n > e->cap) return MTS_E_OVERFLOW;
     pthread_mutex_lock(&e->mu);
-    if (!c->aborted && !e->wait_head && e->held + n > e->cap && e->ncache) cache_drop(e);
+    if (!c->aborted && !e->wait_head && e->held + n > e->cap && e->ncache) cache_drop(e, e->held + n - e->cap);
     int rc = c->aborted ? MTS_E_ABORTED : !e->wait_head && e->held + n <= e->cap ? 0 : 1;
     if (rc == 0) take(e, c, n);
     pthread_mutex_unlock(&e->mu);

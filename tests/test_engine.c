@@ -197,6 +197,19 @@ static void test_budget(void)
     CHECK(eng_acquire(&b.c, 90 << 10) == 0); /* fits only without the kept buffer */
     mts_engine_get_stats(e, &st);
     CHECK(st.bytes_held == (90u << 10) && st.bytes_cached == 0);
+    /* Only as many kept buffers are freed as the waiter needs. */
+    eng_release(&b.c, 90 << 10);
+    CHECK_RC(eng_acquire(&c.c, 60 << 10));
+    void *k1 = malloc(30 << 10), *k2 = malloc(30 << 10);
+    CHECK(eng_cache_give(&c.c, k1, 30 << 10) == 1 && eng_cache_give(&c.c, k2, 30 << 10) == 1);
+    CHECK_RC(eng_acquire(&b.c, 60 << 10)); /* 40 KiB free: one kept buffer must go */
+    mts_engine_get_stats(e, &st);
+    CHECK(st.bytes_held == (90u << 10) && st.bytes_cached == (30u << 10));
+    void *k = eng_cache_take(&c.c, 30 << 10);
+    CHECK(k == k1 || k == k2);
+    free(k);
+    eng_release(&c.c, 30 << 10);
+    CHECK_RC(eng_acquire(&b.c, 30 << 10)); /* b holds 90 KiB again, as before */
     void *other = malloc(16);
     CHECK(eng_cache_give(&b.c, other, 16) == 1);
     CHECK(eng_cache_take(&c.c, 16) == other);
