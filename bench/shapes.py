@@ -11,10 +11,11 @@ ratios to the first shape, and the output bytes of each shape.
 """
 import argparse
 import json
-import shlex
-import statistics
-import subprocess
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sweep import interleave, report  # noqa: E402
 
 
 def main():
@@ -28,24 +29,13 @@ def main():
     ap.add_argument("--json")
     o = ap.parse_args()
     inputs = o.inputs.split(",")
-    samples = {i: [] for i in inputs}
-    out_bytes = {}
-    for rep in range(o.reps):
-        k = rep % len(inputs)
-        for shape in inputs[k:] + inputs[:k]:
-            cmd = [o.mtshuffle, "bench", *shlex.split(o.args), "--input", shape, "--reps", "2",
-                   "--contenders", o.contenders, "--dir", o.dir]
-            d = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-            samples[shape].append({c: v["seconds"][1] for c, v in d["samples"].items()})
-            out_bytes[shape] = d["bytes_out"]
-        print(f"repetition {rep + 1}/{o.reps}", file=sys.stderr)
+    variants = ["--input " + i for i in inputs]
+    by_variant, out_by_variant = interleave(o.mtshuffle, o.args, variants, o.reps, o.contenders, o.dir)
+    samples = {i: by_variant[v] for i, v in zip(inputs, variants)}
+    out_bytes = {i: out_by_variant[v] for i, v in zip(inputs, variants)}
+    report(samples, inputs, width=10)
     ref = inputs[0]
     for shape in inputs:
-        for c in samples[shape][0]:
-            t = [s[c] for s in samples[shape]]
-            r = [x[c] / y[c] for x, y in zip(samples[shape], samples[ref])]
-            print(f"{shape:10s} {c:10s} {statistics.median(t):.3f} s  /{ref} {statistics.median(r):.2f} "
-                  f"({min(r):.2f}-{max(r):.2f})")
         if out_bytes.get(shape):
             print(f"{shape:10s} output {out_bytes[shape]} bytes, {out_bytes[shape] / out_bytes[ref]:.4f} of {ref}")
     if o.json:

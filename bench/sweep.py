@@ -18,6 +18,35 @@ import subprocess
 import sys
 
 
+def interleave(mtshuffle, args, variants, reps, contenders, directory):
+    """Runs `bench ARGS VARIANT --reps 2` for every variant, rep times, the
+    order rotating. Returns ({variant: [{contender: warm seconds}, ...]},
+    {variant: output bytes})."""
+    samples = {v: [] for v in variants}
+    out_bytes = {}
+    for rep in range(reps):
+        k = rep % len(variants)
+        for v in variants[k:] + variants[:k]:
+            cmd = [mtshuffle, "bench", *shlex.split(args), *shlex.split(v), "--reps", "2",
+                   "--contenders", contenders, "--dir", directory]
+            d = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            samples[v].append({c: s["seconds"][1] for c, s in d["samples"].items()})
+            out_bytes[v] = d["bytes_out"]
+        print(f"repetition {rep + 1}/{reps}", file=sys.stderr)
+    return samples, out_bytes
+
+
+def report(samples, variants, width=24):
+    """Each variant's median seconds per contender and its pairwise ratios to the first variant."""
+    ref = variants[0]
+    for v in variants:
+        for c in samples[v][0]:
+            t = [s[c] for s in samples[v]]
+            r = [x[c] / y[c] for x, y in zip(samples[v], samples[ref])]
+            print(f"{v:{width}s} {c:10s} {statistics.median(t):.3f} s  /[{ref}] {statistics.median(r):.2f} "
+                  f"({min(r):.2f}-{max(r):.2f})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mtshuffle", default="build/mtshuffle")
@@ -28,26 +57,11 @@ def main():
     ap.add_argument("--dir", default="/dev/shm/mtssweep")
     ap.add_argument("--json")
     o = ap.parse_args()
-    vs = o.variant
-    samples = {v: [] for v in vs}
-    for rep in range(o.reps):
-        k = rep % len(vs)
-        for v in vs[k:] + vs[:k]:
-            cmd = [o.mtshuffle, "bench", *shlex.split(o.args), *shlex.split(v), "--reps", "2",
-                   "--contenders", o.contenders, "--dir", o.dir]
-            d = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-            samples[v].append({c: s["seconds"][1] for c, s in d["samples"].items()})
-        print(f"repetition {rep + 1}/{o.reps}", file=sys.stderr)
-    ref = vs[0]
-    for v in vs:
-        for c in samples[v][0]:
-            t = [s[c] for s in samples[v]]
-            r = [x[c] / y[c] for x, y in zip(samples[v], samples[ref])]
-            print(f"{v:24s} {c:10s} {statistics.median(t):.3f} s  /[{ref}] {statistics.median(r):.2f} "
-                  f"({min(r):.2f}-{max(r):.2f})")
+    samples, _ = interleave(o.mtshuffle, o.args, o.variant, o.reps, o.contenders, o.dir)
+    report(samples, o.variant)
     if o.json:
         with open(o.json, "w") as f:
-            json.dump({"args": o.args, "reps": o.reps, "variants": vs, "samples": samples}, f, indent=1)
+            json.dump({"args": o.args, "reps": o.reps, "variants": o.variant, "samples": samples}, f, indent=1)
 
 
 if __name__ == "__main__":

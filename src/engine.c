@@ -376,19 +376,27 @@ static void cache_drop(mts_engine *e, uint64_t need)
     pthread_mutex_lock(&e->mu);
 }
 
+/* With mu held: removes a kept buffer of exactly `size` and gives its
+ * budget back; NULL if there is none. */
+static void *cache_remove(mts_engine *e, size_t size)
+{
+    for (unsigned i = 0; i < e->ncache; i++) {
+        if (e->cache[i].size != size) continue;
+        void *p = e->cache[i].p;
+        e->cache[i] = e->cache[--e->ncache];
+        e->cached -= size;
+        e->held -= size;
+        return p;
+    }
+    return NULL;
+}
+
 void *eng_cache_take(eng_client *c, size_t size)
 {
     mts_engine *e = c->e;
-    void *p = NULL;
     pthread_mutex_lock(&e->mu);
-    for (unsigned i = 0; i < e->ncache && !p; i++) {
-        if (e->cache[i].size != size) continue;
-        p = e->cache[i].p;
-        e->cache[i] = e->cache[--e->ncache];
-        e->cached -= size;
-        e->held -= size; /* held moves to the client */
-        take(e, c, size);
-    }
+    void *p = cache_remove(e, size);
+    if (p) take(e, c, size); /* the charge moves to the client */
     pthread_mutex_unlock(&e->mu);
     return p;
 }
@@ -396,16 +404,9 @@ void *eng_cache_take(eng_client *c, size_t size)
 void *eng_cache_take_paid(eng_client *c, size_t size)
 {
     mts_engine *e = c->e;
-    void *p = NULL;
     pthread_mutex_lock(&e->mu);
-    for (unsigned i = 0; i < e->ncache && !p; i++) {
-        if (e->cache[i].size != size) continue;
-        p = e->cache[i].p;
-        e->cache[i] = e->cache[--e->ncache];
-        e->cached -= size;
-        e->held -= size;
-        wake_head(e);
-    }
+    void *p = cache_remove(e, size);
+    if (p) wake_head(e); /* the caller paid already: the buffer's charge is free */
     pthread_mutex_unlock(&e->mu);
     return p;
 }
