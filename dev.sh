@@ -3,8 +3,11 @@
 #   ./dev.sh demo   install what is needed, build, run the mtshuffle write demo
 #   ./dev.sh test   install what is needed, build, run every test with ctest
 #   ./dev.sh bench  install what is needed, build, run the whole benchmark suite
-#   ./dev.sh spark  the Spark plugin on a real standalone cluster (127.0.0.1):
-#                   results against Spark's own shuffle, an executor killed
+#   ./dev.sh spark-jar  the Spark plugin's one jar (Maven), native library inside
+#   ./dev.sh spark  the Spark plugin on a real standalone cluster of two workers
+#                   (127.0.0.1 and 127.0.0.2, a shuffle service each): results
+#                   against Spark's own shuffle, an executor killed
+#   ./dev.sh spark-bench  the seed's experiment, Spark's writers against mtshuffle
 #   ./dev.sh reliability  the whole suite under ASan+UBSan, the threaded tests
 #                   under TSan, valgrind memcheck on the round trips, and a
 #                   short run of every fuzz target from its seed corpus
@@ -13,7 +16,7 @@ cd "$(dirname "$0")"
 BUILD=${BUILD:-build}
 
 packages="cmake ninja-build gcc pkg-config liblz4-dev libzstd-dev libxxhash-dev zlib1g-dev libisal-dev
-          openjdk-17-jdk-headless liblz4-java libzstd-jni-java libzstd-jni1 python3"
+          openjdk-17-jdk-headless maven liblz4-java libzstd-jni-java libzstd-jni1 python3"
 reliability_packages="clang-14 libclang-rt-14-dev valgrind"
 
 install_packages() {
@@ -41,15 +44,15 @@ build() {
   cmake --build "$BUILD"
 }
 
-# pyspark, the plugin jar and a running cluster; sets jar and work.
+# pyspark, the plugin jar (Maven) and a running cluster of $1 workers; sets jar and work.
 spark_cluster() {
   install_packages
   python3 -c "import pyspark" 2>/dev/null || python3 -m pip install -q -r spark/requirements.txt
   build
-  jar=$(spark/build.sh "$BUILD/spark")
+  jar=$(spark/build.sh "$BUILD")
   work=$(mktemp -d "${TMPDIR:-/tmp}/mts-spark-XXXXXX")
   trap 'spark/test/cluster.sh stop "$work"; rm -rf "$work"' EXIT
-  spark/test/cluster.sh start "$work"
+  spark/test/cluster.sh start "$work" "$1"
 }
 
 case "${1:-}" in
@@ -95,12 +98,17 @@ case "${1:-}" in
       rm -rf "$work"
     done
     ;;
+  spark-jar)
+    install_packages
+    build
+    spark/build.sh "$BUILD"
+    ;;
   spark)
-    spark_cluster
+    spark_cluster 2
     python3 spark/test/e2e.py --jar "$jar" --native "$BUILD/libmtshuffle_jni.so" --work "$work" --rows 2000000 --kill
     ;;
   spark-bench)
-    spark_cluster
+    spark_cluster 1
     python3 spark/test/e2e.py --jar "$jar" --native "$BUILD/libmtshuffle_jni.so" --work "$work" --rows 2000000 \
       --bench "${REPS:-3}"
     cp "$work/spark-bench.json" bench/results/spark-bench.json
@@ -112,7 +120,7 @@ case "${1:-}" in
     python3 bench/suite.py
     ;;
   *)
-    echo "usage: ./dev.sh demo | test | bench | spark | spark-bench | reliability" >&2
+    echo "usage: ./dev.sh demo | test | bench | spark-jar | spark | spark-bench | reliability" >&2
     exit 2
     ;;
 esac

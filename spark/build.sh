@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# Builds the Spark plugin jar against the Spark jars of the pip-installed
-# pyspark (pinned in spark/requirements.txt). Usage: spark/build.sh OUT_DIR
+# Builds the Spark plugin jar with Maven (spark/pom.xml) around the native
+# directory CMake built (BUILD/jar-native) and prints its path.
+# Usage: spark/build.sh BUILD_DIR  (default: build)
 set -euo pipefail
-out=$(realpath -m "${1:-build/spark}")
 here=$(cd "$(dirname "$0")" && pwd)
-spark_home=$(python3 -c "import pyspark, os; print(os.path.dirname(pyspark.__file__))")
-cp=$(ls "$spark_home"/jars/*.jar | tr '\n' ':')
-rm -rf "$out/classes"
-mkdir -p "$out/classes"
-javac -Xlint:unchecked -d "$out/classes" -cp "$cp" \
-  "$here/java/org/mtshuffle/NativeShuffleWriter.java" "$here"/java/org/apache/spark/shuffle/mtshuffle/*.java
-(cd "$out/classes" && jar cf "$out/mtshuffle-spark.jar" org)
-echo "$out/mtshuffle-spark.jar"
+build=$(realpath -m "${1:-build}")
+native="$build/jar-native"
+[ -f "$native/org/mtshuffle/native/linux-x86_64/files.txt" ] || {
+  echo "spark/build.sh: $native has no native library: build the C project in $build first" >&2; exit 1; }
+mvn -q -B -f "$here/pom.xml" -Dmts.native.dir="$native" -Dmts.build.dir="$build/spark" package >&2
+echo "$build/spark/mtshuffle-spark.jar"

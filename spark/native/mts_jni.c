@@ -16,7 +16,8 @@
 #include <string.h>
 
 #include "mtshuffle.h"
-#include "org_mtshuffle_NativeShuffleWriter.h" /* javac -h: the native methods' prototypes */
+#include "org_mtshuffle_NativeEngine.h" /* javac -h: the native methods' prototypes */
+#include "org_mtshuffle_NativeShuffleWriter.h"
 
 /* What a Java handle points at. */
 typedef struct jni_writer {
@@ -37,8 +38,64 @@ static void throw_rc(JNIEnv *env, mts_writer *w, int rc, const char *what)
     throw_named(env, rc == MTS_E_ARG || rc == MTS_E_RANGE ? "java/lang/IllegalArgumentException" : "java/io/IOException", msg);
 }
 
-JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeShuffleWriter_create(JNIEnv *env, jclass cls, jstring data_path,
-    jint partitions, jint codec, jint level, jint block_size, jint checksum, jint threads, jlong budget,
+static const unsigned char *direct(JNIEnv *env, jobject buf, jlong *cap, const char *what);
+
+/* ---- org.mtshuffle.NativeEngine ------------------------------------------ */
+
+JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeEngine_create(JNIEnv *env, jclass cls, jint threads, jlong budget)
+{
+    (void)cls;
+    if (threads < 1 || (uint32_t)threads > MTS_MAX_THREADS || budget < (jlong)MTS_MIN_BYTES_IN_FLIGHT) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "mtshuffle engine: threads %d must be in 1..%u and maxBytesInFlight %lld at least %u",
+                 (int)threads, MTS_MAX_THREADS, (long long)budget, MTS_MIN_BYTES_IN_FLIGHT);
+        throw_named(env, "java/lang/IllegalArgumentException", msg);
+        return 0;
+    }
+    mts_engine *e = NULL;
+    char err[512];
+    int rc = mts_engine_create((uint32_t)threads, (uint64_t)budget, &e, err, sizeof err);
+    if (rc < 0) {
+        char msg[640];
+        snprintf(msg, sizeof msg, "mtshuffle engine: %s (%s, code %d)", err, mts_strerror(rc), rc);
+        throw_named(env, "java/io/IOException", msg);
+        return 0;
+    }
+    return (jlong)(intptr_t)e;
+}
+
+JNIEXPORT jlongArray JNICALL Java_org_mtshuffle_NativeEngine_stats(JNIEnv *env, jclass cls, jlong h)
+{
+    (void)cls;
+    mts_engine_stats st;
+    if (!h || mts_engine_get_stats((mts_engine *)(intptr_t)h, &st) < 0) return NULL;
+    jlong v[11] = {st.threads, st.threads_busy, st.clients, (jlong)st.jobs, (jlong)st.busy_ns, (jlong)st.bytes_held,
+                   (jlong)st.peak_bytes_held, (jlong)st.budget, (jlong)st.budget_wait_ns, (jlong)st.reclaims,
+                   (jlong)st.bytes_cached};
+    jlongArray out = (*env)->NewLongArray(env, 11);
+    if (out) (*env)->SetLongArrayRegion(env, out, 0, 11, v);
+    return out;
+}
+
+JNIEXPORT void JNICALL Java_org_mtshuffle_NativeEngine_free(JNIEnv *env, jclass cls, jlong h)
+{
+    (void)env;
+    (void)cls;
+    mts_engine_free((mts_engine *)(intptr_t)h); /* writers on it keep it running until they are freed */
+}
+
+/* ---- org.mtshuffle.NativeShuffleWriter ------------------------------------ */
+
+JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeShuffleWriter_bufferAddress(JNIEnv *env, jclass cls, jobject buf)
+{
+    (void)cls;
+    jlong cap;
+    const unsigned char *b = direct(env, buf, &cap, "address");
+    return b ? (jlong)(intptr_t)b : 0;
+}
+
+JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeShuffleWriter_create(JNIEnv *env, jclass cls, jlong engine,
+    jstring data_path, jint partitions, jint codec, jint level, jint block_size, jint checksum, jint threads, jlong budget,
     jint strategy, jboolean fsync)
 {
     (void)cls;
@@ -64,6 +121,7 @@ JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeShuffleWriter_create(JNIEnv *en
     o.level = level;
     o.block_size = (uint32_t)block_size;
     o.checksum = (mts_checksum)checksum;
+    o.engine = (mts_engine *)(intptr_t)engine; /* 0: a private engine of threads and budget */
     o.threads = (uint32_t)threads;
     o.max_bytes_in_flight = (uint64_t)budget;
     o.strategy = (mts_strategy)strategy;

@@ -7,6 +7,8 @@ import java.util.zip.*;
 import net.jpountz.lz4.LZ4BlockInputStream;
 import net.jpountz.lz4.LZ4Factory;
 import net.jpountz.xxhash.XXHashFactory;
+import org.mtshuffle.NativeEngine;
+import org.mtshuffle.NativeLibrary;
 import org.mtshuffle.NativeShuffleWriter;
 
 /**
@@ -118,6 +120,97 @@ public class NativeWriterTest {
         System.out.println("malformed input: every call rejected with IllegalArgumentException");
     }
 
+    /** Random records into one writer; returns what each partition must decode to. */
+    static byte[][] fill(NativeShuffleWriter w, int n, long seed, int rounds) throws IOException {
+        Random r = new Random(seed);
+        ByteArrayOutputStream[] want = new ByteArrayOutputStream[n];
+        for (int p = 0; p < n; p++) want[p] = new ByteArrayOutputStream();
+        ByteBuffer buf = ByteBuffer.allocateDirect(1 << 18);
+        for (int round = 0; round < rounds; round++) {
+            buf.clear();
+            while (buf.remaining() > 2000) {
+                int p = r.nextInt(n), len = r.nextInt(400);
+                byte[] rec = new byte[len];
+                for (int i = 0; i < len; i++) rec[i] = (byte) (seed + p + i / 5);
+                buf.putInt(p).putInt(len).put(rec);
+                want[p].write(rec);
+            }
+            w.writeTagged(buf, buf.position());
+        }
+        byte[][] out = new byte[n][];
+        for (int p = 0; p < n; p++) out[p] = want[p].toByteArray();
+        return out;
+    }
+
+    static void verify(Path data, long[] lengths, long[] sums, byte[][] want) throws IOException {
+        byte[] bytes = Files.readAllBytes(data);
+        long off = 0;
+        for (int p = 0; p < want.length; p++) {
+            Adler32 a = new Adler32();
+            a.update(bytes, (int) off, (int) lengths[p]);
+            check(a.getValue() == sums[p], data + ": checksum of partition " + p);
+            byte[] got = decoder(NativeShuffleWriter.CODEC_LZ4,
+                    new ByteArrayInputStream(bytes, (int) off, (int) lengths[p])).readAllBytes();
+            check(Arrays.equals(got, want[p]), data + ": partition " + p + " decodes to what went in");
+            off += lengths[p];
+        }
+        check(off == bytes.length, data + ": lengths add up to the data file");
+    }
+
+    /**
+     * One engine shared by writers on several threads, as in an executor: every output right, the
+     * budget never exceeded, no client left at the end; the engine closed while a writer still runs
+     * keeps serving it; bad engine arguments are rejected.
+     */
+    static void sharedEngine(Path dir) throws Exception {
+        rejects("engine with 0 threads", "threads", () -> new NativeEngine(0, 1 << 20));
+        rejects("engine with a tiny budget", "maxBytesInFlight", () -> new NativeEngine(2, 1000));
+        int n = 40, writers = 6;
+        NativeEngine e = new NativeEngine(2, 2 << 20);
+        List<Thread> threads = new ArrayList<>();
+        List<Throwable> errors = Collections.synchronizedList(new ArrayList<>());
+        for (int t = 0; t < writers; t++) {
+            final int id = t;
+            threads.add(new Thread(() -> {
+                Path data = dir.resolve("shared_" + id + ".data");
+                try (NativeShuffleWriter w = new NativeShuffleWriter(e, data.toString(), n, NativeShuffleWriter.CODEC_LZ4,
+                        1, 32768, NativeShuffleWriter.CHECKSUM_ADLER32, NativeShuffleWriter.STRATEGY_STREAMING, false)) {
+                    byte[][] want = fill(w, n, id, 12);
+                    long[] sums = new long[n];
+                    long[] lengths = w.finish(sums);
+                    verify(data, lengths, sums, want);
+                    Files.delete(data);
+                } catch (Throwable x) {
+                    errors.add(x);
+                }
+            }));
+        }
+        for (Thread t : threads) t.start();
+        for (Thread t : threads) t.join();
+        if (!errors.isEmpty()) throw new AssertionError("a writer on the shared engine failed", errors.get(0));
+        long[] st = e.stats();
+        check(st[0] == 2 && st[2] == 0, "engine: 2 threads, no client left: " + Arrays.toString(st));
+        check(st[6] > 0 && st[6] <= st[7] && st[7] == (2 << 20), "engine: peak held within the budget: " + Arrays.toString(st));
+        check(st[3] > writers, "engine: its workers ran the jobs of every writer: " + Arrays.toString(st));
+        /* closed while a writer runs: that writer still completes */
+        Path data = dir.resolve("outlives.data");
+        try (NativeShuffleWriter w = new NativeShuffleWriter(e, data.toString(), n, NativeShuffleWriter.CODEC_LZ4, 1,
+                32768, NativeShuffleWriter.CHECKSUM_ADLER32, NativeShuffleWriter.STRATEGY_STREAMING, false)) {
+            e.close();
+            byte[][] want = fill(w, n, 99, 6);
+            long[] sums = new long[n];
+            verify(data, w.finish(sums), sums, want);
+        }
+        Files.delete(data);
+        try {
+            e.stats();
+            check(false, "stats of a closed engine must throw");
+        } catch (IllegalStateException x) {
+            check(true, "closed engine");
+        }
+        System.out.println("shared engine: " + writers + " writers on 2 threads and a 2 MiB budget, ok");
+    }
+
     public static void main(String[] args) throws Exception {
         Path dir = Paths.get(args[0]);
         int n = 50;
@@ -197,6 +290,10 @@ public class NativeWriterTest {
             check(e.getMessage().contains("num_partitions"), e.getMessage());
         }
         malformed(dir);
+        sharedEngine(dir);
+        String from = NativeLibrary.loadedFrom();
+        if (args.length > 1) check(from.startsWith(args[1]), "native library from " + from + ", expected " + args[1]);
+        System.out.println("native library: " + from);
         System.out.println("NativeWriterTest: " + checks + " checks passed");
     }
 }

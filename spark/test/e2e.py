@@ -21,11 +21,15 @@ b = (SparkSession.builder.master("spark://127.0.0.1:7077").appName("mtshuffle-e2
      .config("spark.executor.memory", "3g").config("spark.sql.shuffle.partitions", "200")
      .config("spark.sql.adaptive.enabled", "false").config("spark.sql.autoBroadcastJoinThreshold", "-1")
      .config("spark.task.maxFailures", "8"))
-if cfg["mode"] == "mts":
+if cfg["mode"] == "mts":  # as a Spark 4 user deploys it: the one jar (native library inside) and one conf
+    b = b.config("spark.jars", cfg["jar"]).config("spark.shuffle.manager", "org.apache.spark.shuffle.mtshuffle.MtsShuffleManager")
+elif cfg["mode"] == "mts-classpath":  # the older route: the jar on the class path, the library named
     lib = "-Dmtshuffle.native.library=" + cfg["native"]
     b = (b.config("spark.shuffle.manager", "org.apache.spark.shuffle.mtshuffle.MtsShuffleManager")
           .config("spark.driver.extraClassPath", cfg["jar"]).config("spark.executor.extraClassPath", cfg["jar"])
           .config("spark.driver.extraJavaOptions", lib).config("spark.executor.extraJavaOptions", lib))
+for k, v in cfg.get("conf", {}).items():
+    b = b.config(k, v)
 s = b.getOrCreate()
 sc = s.sparkContext
 t = s.read.parquet(cfg["table"])
@@ -38,9 +42,21 @@ def killer():
         if any(x and x.numCompletedTasks >= 1 for x in st):
             break
         time.sleep(0.05)
-    # "[C]" keeps the pattern from matching this driver's own command line
-    out = subprocess.run(["pkill", "-9", "-f", "executor.[C]oarseGrainedExecutorBackend"], capture_output=True)
-    print("KILLED", out.returncode == 0, file=sys.stderr, flush=True)
+    # this application's executors only: their command line names its app id
+    app = sc.applicationId
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            args = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"CoarseGrainedExecutorBackend") for a in args) and \
+                b"--app-id" in args and args[args.index(b"--app-id") + 1] == app.encode():
+            pids.append(int(pid))
+    victim = min(pids) if pids else None
+    if victim:
+        os.kill(victim, 9)
+    print("KILLED", victim is not None, victim, "of", pids, file=sys.stderr, flush=True)
 
 res = {}
 times = []
@@ -69,10 +85,12 @@ app = sc.applicationId
 stages = json.load(urllib.request.urlopen("http://127.0.0.1:4050/api/v1/applications/%s/stages?status=complete" % app))
 res["stages"] = [{"id": x["stageId"], "name": x["name"][:60], "shuffle_write_bytes": x["shuffleWriteBytes"],
                   "shuffle_write_time_ns": x["shuffleWriteTime"], "executor_run_time_ms": x["executorRunTime"],
+                  "remote_bytes_read": x.get("shuffleRemoteBytesRead", 0), "shuffle_read_bytes": x.get("shuffleReadBytes", 0),
                   "duration_ms": ms(x.get("completionTime")) - ms(x.get("submissionTime"))}
                  for x in stages]
 res["seed_query_seconds"] = times
 res["manager"] = sc._jsc.sc().env().shuffleManager().getClass().getName()
+res["app"] = app
 print("RESULT " + json.dumps(res))
 s.stop()
 '''
@@ -108,6 +126,21 @@ def run(cfg):
     return json.loads(lines[0][7:])
 
 
+def engine_starts(work, app):
+    """Per executor of the application: how many times its log says the engine started (and from the jar)."""
+    out = {}
+    base = os.path.join(work, "worker", app)
+    for ex in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        log = os.path.join(base, ex, "stderr")
+        text = open(log, errors="replace").read() if os.path.exists(log) else ""
+        starts = [l for l in text.splitlines() if "mtshuffle: executor engine started" in l]
+        if starts and not all("native library from jar:" in l for l in starts):
+            raise SystemExit("e2e: executor %s did not load the native library from the jar: %s" % (ex, starts))
+        if starts:
+            out[ex] = len(starts)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--jar", required=True)
@@ -135,8 +168,16 @@ def main():
             raise SystemExit("e2e: %s differs between Spark's shuffle and mtshuffle" % q)
         print("e2e: %s identical with Spark's shuffle and mtshuffle" % q)
     print("e2e: seed query %s" % out["mts"]["seed_query"])
+    remote = sum(st["remote_bytes_read"] for st in out["mts"]["stages"])
+    if remote <= 0:
+        raise SystemExit("e2e: no reducer fetched from the other worker's shuffle service")
+    print("e2e: reducers fetched %d bytes from the other worker's shuffle service" % remote)
+    engines = engine_starts(a.work, out["mts"]["app"])
+    if not engines or any(n != 1 for n in engines.values()):
+        raise SystemExit("e2e: expected one engine started per executor, found %s" % engines)
+    print("e2e: one engine per executor JVM (%s), native library from the jar" % engines)
     if a.kill:
-        killed = run(dict(base, mode="mts", kill=True, reps=1))
+        killed = run(dict(base, mode="mts-classpath", kill=True, reps=1))
         if killed["seed_query"] != out["spark"]["seed_query"]:
             raise SystemExit("e2e: after an executor was killed, the seed query differs")
         print("e2e: executor killed during the map stage: Spark recovered, seed query identical")

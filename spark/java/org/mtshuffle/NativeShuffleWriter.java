@@ -21,18 +21,29 @@ public final class NativeShuffleWriter implements AutoCloseable {
     public static final int RECORD_HEADER = 8;
 
     static {
-        String path = System.getProperty("mtshuffle.native.library");
-        if (path != null) System.load(path);
-        else System.loadLibrary("mtshuffle_jni");
+        NativeLibrary.load();
     }
 
     private long handle;
 
+    /** A writer on its own private engine of threads workers and maxBytesInFlight bytes. */
     public NativeShuffleWriter(String dataPath, int numPartitions, int codec, int level, int blockSize,
                                int checksum, int threads, long maxBytesInFlight, int strategy, boolean fsync)
             throws IOException {
-        this.handle = create(dataPath, numPartitions, codec, level, blockSize, checksum, threads,
+        this.handle = create(0, dataPath, numPartitions, codec, level, blockSize, checksum, threads,
                 maxBytesInFlight, strategy, fsync);
+    }
+
+    /** A writer on a shared engine: its threads and budget serve every writer on it. */
+    public NativeShuffleWriter(NativeEngine engine, String dataPath, int numPartitions, int codec, int level,
+                               int blockSize, int checksum, int strategy, boolean fsync) throws IOException {
+        this.handle = create(engine.handle(), dataPath, numPartitions, codec, level, blockSize, checksum, 1, 0,
+                strategy, fsync);
+    }
+
+    /** The native address of a direct buffer's first byte (for copies into it with Spark's Platform). */
+    public static long address(ByteBuffer direct) {
+        return bufferAddress(direct);
     }
 
     /** Writes the tagged records in buf[0, length); buf must be direct. */
@@ -73,7 +84,7 @@ public final class NativeShuffleWriter implements AutoCloseable {
         return handle;
     }
 
-    private static native long create(String dataPath, int numPartitions, int codec, int level, int blockSize,
+    private static native long create(long engine, String dataPath, int numPartitions, int codec, int level, int blockSize,
                                       int checksum, int threads, long maxBytesInFlight, int strategy, boolean fsync)
             throws IOException;
     private static native void writeTagged(long h, ByteBuffer buf, int length) throws IOException;
@@ -82,4 +93,5 @@ public final class NativeShuffleWriter implements AutoCloseable {
     private static native long[] stats(long h);
     private static native void abort(long h);
     private static native void free(long h);
+    private static native long bufferAddress(ByteBuffer buf);
 }

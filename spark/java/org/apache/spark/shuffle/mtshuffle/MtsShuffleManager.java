@@ -1,40 +1,89 @@
 package org.apache.spark.shuffle.mtshuffle;
 
-import java.util.Locale;
+import java.io.IOException;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.apache.spark.shuffle.IndexShuffleBlockResolver;
+import org.apache.spark.shuffle.ShuffleDataIOUtils;
 import org.apache.spark.shuffle.ShuffleHandle;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
-import org.apache.spark.shuffle.IndexShuffleBlockResolver;
+import org.apache.spark.shuffle.api.ShuffleExecutorComponents;
 import org.apache.spark.shuffle.sort.SortShuffleManager;
+import org.mtshuffle.NativeEngine;
+import org.mtshuffle.NativeLibrary;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import scala.Tuple2;
 
 /**
  * spark.shuffle.manager=org.apache.spark.shuffle.mtshuffle.MtsShuffleManager
  *
  * Map outputs are written by libmtshuffle (compression, ordering, budget and
- * file writing in C) in Spark's own format, and committed through Spark's
- * IndexShuffleBlockResolver, so Spark's attempt rules and index checks apply
- * and Spark's own reader (and the external shuffle service) read them. What
- * it cannot serve (map-side combine, a serializer whose records cannot be
- * relocated, IO encryption, a codec other than lz4/zstd) goes to Spark's sort
- * shuffle, with a log line saying why.
+ * file writing in C) in Spark's own format, on one engine per executor: its
+ * threads and its budget (MtsConf) serve every task the executor runs, so a
+ * task starts no thread and an idle executor's cores help its stragglers.
+ * The engine starts with the first map task and stops with the executor
+ * (stop()). Outputs are committed through Spark's shuffle I/O plugin
+ * (ShuffleExecutorComponents, spark.shuffle.sort.io.plugin.class): the single
+ * file writer where the plugin offers one, the per-partition writers where it
+ * does not; Spark's attempt rules and index checks apply, and Spark's reader
+ * and the external shuffle service read the result. What it cannot serve
+ * (map-side combine, a serializer whose records cannot be relocated, IO
+ * encryption, a codec other than lz4/zstd) goes to Spark's sort shuffle, with
+ * a log line saying why. Everything else (readers, unregistering, the
+ * resolver) is Spark's sort shuffle.
  */
 public class MtsShuffleManager extends SortShuffleManager {
     private static final Logger LOG = LoggerFactory.getLogger(MtsShuffleManager.class);
     private final SparkConf conf;
-    private final ConcurrentHashMap<Integer, Set<Long>> ourMaps = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Integer, Boolean> reported = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<Integer, Set<Long>> ourMaps = new ConcurrentHashMap<>();
+    private MtsConf settings;                    /* guarded by this */
+    private NativeEngine engine;                 /* guarded by this: the executor's, from the first task */
+    private ShuffleExecutorComponents components; /* guarded by this */
+    private boolean stopped;                     /* guarded by this */
 
     public MtsShuffleManager(SparkConf conf) {
         super(conf);
         this.conf = conf;
+    }
+
+    private synchronized MtsConf settings() {
+        if (settings == null) settings = new MtsConf(conf);
+        return settings;
+    }
+
+    /** The executor's engine, started on first use. */
+    synchronized NativeEngine engine() throws IOException {
+        if (stopped) throw new IOException("mtshuffle: the shuffle manager is stopped");
+        if (engine == null) {
+            MtsConf c = settings();
+            engine = new NativeEngine(c.threads, c.maxBytesInFlight);
+            LOG.info("mtshuffle: executor engine started: {} threads, {} bytes in flight at most, native library from {}",
+                    c.threads, c.maxBytesInFlight, NativeLibrary.loadedFrom());
+        }
+        return engine;
+    }
+
+    /** Spark's shuffle I/O plugin on this executor, initialised as Spark's sort shuffle does. */
+    synchronized ShuffleExecutorComponents components() {
+        if (components == null) {
+            ShuffleExecutorComponents c = ShuffleDataIOUtils.loadShuffleDataIO(conf).executor();
+            Map<String, String> extra = new HashMap<>();
+            for (Tuple2<String, String> kv : conf.getAllWithPrefix(ShuffleDataIOUtils.SHUFFLE_SPARK_CONF_PREFIX()))
+                extra.put(kv._1(), kv._2());
+            c.initializeExecutor(conf.getAppId(), SparkEnv.get().executorId(), extra);
+            components = c;
+        }
+        return components;
     }
 
     /** Why a dependency cannot be served natively, or null. */
@@ -44,13 +93,7 @@ public class MtsShuffleManager extends SortShuffleManager {
             return "serializer " + dep.serializer().getClass().getName() + " does not support relocation";
         if (conf.getBoolean("spark.io.encryption.enabled", false)) return "IO encryption is on";
         if (dep.partitioner().numPartitions() > (1 << 24)) return "more than 2^24 partitions";
-        if (conf.getBoolean("spark.shuffle.compress", true)) {
-            String codec = conf.get("spark.io.compression.codec", "lz4").toLowerCase(Locale.ROOT);
-            if (!codec.equals("lz4") && !codec.equals("zstd")
-                    && !codec.equals("org.apache.spark.io.lz4compressioncodec")
-                    && !codec.equals("org.apache.spark.io.zstdcompressioncodec"))
-                return "codec " + codec + " is not lz4 or zstd";
-        }
+        if (settings().codec < 0) return "codec " + settings().codecName + " is not lz4 or zstd";
         return null;
     }
 
@@ -65,13 +108,13 @@ public class MtsShuffleManager extends SortShuffleManager {
             return super.getWriter(handle, mapId, context, metrics);
         }
         if (reported.putIfAbsent(handle.shuffleId(), Boolean.TRUE) == null)
-            LOG.info("mtshuffle: shuffle {} is written by libmtshuffle ({} partitions)", handle.shuffleId(),
-                    dep.partitioner().numPartitions());
+            LOG.info("mtshuffle: shuffle {} is written by libmtshuffle ({} partitions, codec {})", handle.shuffleId(),
+                    dep.partitioner().numPartitions(), settings().codecName);
         ourMaps.computeIfAbsent(handle.shuffleId(), k -> ConcurrentHashMap.newKeySet()).add(mapId);
         @SuppressWarnings("unchecked")
         ShuffleDependency<K, V, ?> d = (ShuffleDependency<K, V, ?>) dep;
-        return new MtsShuffleWriter<>(conf, (IndexShuffleBlockResolver) shuffleBlockResolver(), handle.shuffleId(),
-                mapId, d, context, metrics);
+        return new MtsShuffleWriter<>(this, settings(), (IndexShuffleBlockResolver) shuffleBlockResolver(),
+                handle.shuffleId(), mapId, d, metrics);
     }
 
     @Override
@@ -81,5 +124,18 @@ public class MtsShuffleManager extends SortShuffleManager {
             for (long m : maps) ((IndexShuffleBlockResolver) shuffleBlockResolver()).removeDataByMap(shuffleId, m);
         reported.remove(shuffleId);
         return super.unregisterShuffle(shuffleId);
+    }
+
+    /** The executor is stopping: the engine stops once its last writer is closed. */
+    @Override
+    public void stop() {
+        synchronized (this) {
+            stopped = true;
+            if (engine != null) {
+                engine.close();
+                engine = null;
+            }
+        }
+        super.stop();
     }
 }

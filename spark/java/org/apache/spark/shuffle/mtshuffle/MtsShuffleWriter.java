@@ -4,19 +4,27 @@ import java.io.File;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.channels.WritableByteChannel;
+import java.nio.file.StandardOpenOption;
 import java.util.Arrays;
-import java.util.Locale;
+import java.util.Optional;
 import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
-import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
-import org.apache.spark.TaskContext;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.serializer.SerializationStream;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.shuffle.api.ShuffleExecutorComponents;
+import org.apache.spark.shuffle.api.ShuffleMapOutputWriter;
+import org.apache.spark.shuffle.api.ShufflePartitionWriter;
+import org.apache.spark.shuffle.api.SingleSpillShuffleMapOutputWriter;
+import org.apache.spark.shuffle.api.WritableByteChannelWrapper;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.unsafe.Platform;
 import org.apache.spark.util.Utils;
 import org.mtshuffle.NativeShuffleWriter;
 import scala.Option;
@@ -26,17 +34,21 @@ import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
 
 /**
- * Serialises records with the dependency's serializer into a direct buffer,
- * each tagged with its partition, and hands full buffers to the native writer
- * (one JNI call per buffer). The native writer compresses, orders and writes
- * the data file to Spark's temp name for it; the commit goes through
- * IndexShuffleBlockResolver.writeMetadataFileAndCommit.
+ * One map task. Records are serialised into a direct buffer, each tagged with
+ * its partition, and whole buffers go to the native writer (one JNI call per
+ * buffer) on the executor's engine, which compresses, orders and writes the
+ * data file under a temp name. Spark SQL's rows (UnsafeRowSerializer) are
+ * copied straight from the row's memory into the buffer; other serializers go
+ * through their serialization stream. The file is committed through Spark's
+ * shuffle I/O plugin. Every error names the shuffle and map.
  */
 final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
     /* What Spark's own writers pass: records are written as Any. */
     @SuppressWarnings("unchecked")
     private static final ClassTag<Object> ANY = (ClassTag<Object>) (ClassTag<?>) ClassTag$.MODULE$.Any();
-    private final SparkConf conf;
+    private static final String UNSAFE_ROW_SERIALIZER = "org.apache.spark.sql.execution.UnsafeRowSerializer";
+    private final MtsShuffleManager manager;
+    private final MtsConf c;
     private final IndexShuffleBlockResolver resolver;
     private final int shuffleId;
     private final long mapId;
@@ -47,9 +59,10 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
     private File tmp;
     private NativeShuffleWriter nw;
 
-    MtsShuffleWriter(SparkConf conf, IndexShuffleBlockResolver resolver, int shuffleId, long mapId,
-                     ShuffleDependency<K, V, ?> dep, TaskContext context, ShuffleWriteMetricsReporter metrics) {
-        this.conf = conf;
+    MtsShuffleWriter(MtsShuffleManager manager, MtsConf c, IndexShuffleBlockResolver resolver, int shuffleId,
+                     long mapId, ShuffleDependency<K, V, ?> dep, ShuffleWriteMetricsReporter metrics) {
+        this.manager = manager;
+        this.c = c;
         this.resolver = resolver;
         this.shuffleId = shuffleId;
         this.mapId = mapId;
@@ -90,19 +103,9 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
         }
     }
 
-    private int codec() {
-        if (!conf.getBoolean("spark.shuffle.compress", true)) return NativeShuffleWriter.CODEC_NONE;
-        String c = conf.get("spark.io.compression.codec", "lz4").toLowerCase(Locale.ROOT);
-        return c.contains("zstd") ? NativeShuffleWriter.CODEC_ZSTD : NativeShuffleWriter.CODEC_LZ4;
-    }
-
-    private int checksum() {
-        if (!conf.getBoolean("spark.shuffle.checksum.enabled", true)) return NativeShuffleWriter.CHECKSUM_NONE;
-        switch (conf.get("spark.shuffle.checksum.algorithm", "ADLER32").toUpperCase(Locale.ROOT)) {
-            case "CRC32": return NativeShuffleWriter.CHECKSUM_CRC32;
-            case "CRC32C": return NativeShuffleWriter.CHECKSUM_CRC32C;
-            default: return NativeShuffleWriter.CHECKSUM_ADLER32;
-        }
+    private IOException failure(String what, Exception e) {
+        return new IOException("mtshuffle: shuffle " + shuffleId + " map " + mapId + ": " + what + ": "
+                + e.getMessage(), e);
     }
 
     @Override
@@ -112,55 +115,144 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
         long writeNs = 0, t0 = System.nanoTime();
         Partitioner partitioner = dep.partitioner();
         int n = partitioner.numPartitions();
-        File dataFile = resolver.getDataFile(shuffleId, mapId);
-        tmp = Utils.tempFileWith(dataFile);
-        int sum = checksum();
-        nw = new NativeShuffleWriter(tmp.getAbsolutePath(), n, codec(),
-                conf.getInt("spark.io.compression.zstd.level", 1),
-                (int) conf.getSizeAsBytes("spark.io.compression.lz4.blockSize", "32k"), sum,
-                conf.getInt("spark.mtshuffle.threads", 2),
-                conf.getSizeAsBytes("spark.mtshuffle.maxBytesInFlight", "64m"),
-                "baseline".equals(conf.get("spark.mtshuffle.strategy", "streaming"))
-                        ? NativeShuffleWriter.STRATEGY_BASELINE : NativeShuffleWriter.STRATEGY_STREAMING,
-                false);
-        writeNs += System.nanoTime() - t0;
-        ByteBuffer buf = taskBuffer((int) conf.getSizeAsBytes("spark.mtshuffle.bufferSize", "8m"));
-        RecordSink sink = new RecordSink();
-        SerializationStream ss = dep.serializer().newInstance().serializeStream(sink);
-        long count = 0;
-        while (records.hasNext()) {
-            Product2<K, V> r = records.next();
-            int p = partitioner.getPartition(r._1());
-            sink.len = 0;
-            ss.writeKey(r._1(), ANY);
-            ss.writeValue(r._2(), ANY);
-            ss.flush();
-            int need = NativeShuffleWriter.RECORD_HEADER + sink.len;
-            if (need > buf.remaining()) {
-                long t1 = System.nanoTime();
-                nw.writeTagged(buf, buf.position());
-                writeNs += System.nanoTime() - t1;
-                buf.clear();
-                if (need > buf.capacity()) buf = ByteBuffer.allocateDirect(need); /* one huge record */
-            }
-            buf.putInt(p).putInt(sink.len).put(sink.buf, 0, sink.len);
-            count++;
+        tmp = Utils.tempFileWith(resolver.getDataFile(shuffleId, mapId));
+        try {
+            nw = new NativeShuffleWriter(manager.engine(), tmp.getAbsolutePath(), n, c.codec, c.zstdLevel,
+                    c.lz4BlockSize, c.checksum, c.strategy, c.sync);
+        } catch (IOException | IllegalArgumentException e) {
+            throw failure("creating the writer", e);
         }
-        ss.close();
+        writeNs += System.nanoTime() - t0;
+        ByteBuffer buf = taskBuffer(c.bufferSize);
+        long count = 0;
+        try {
+            if (dep.serializer().getClass().getName().equals(UNSAFE_ROW_SERIALIZER)) {
+                /* Spark SQL's exchange: a record is (partition id, UnsafeRow); the serializer writes the
+                 * row's length (big-endian int) and its bytes. Copied once, from the row's memory. */
+                long addr = NativeShuffleWriter.address(buf);
+                while (records.hasNext()) {
+                    Product2<K, V> r = records.next();
+                    UnsafeRow row = (UnsafeRow) r._2();
+                    int size = row.getSizeInBytes();
+                    int need = NativeShuffleWriter.RECORD_HEADER + 4 + size;
+                    if (need > buf.remaining()) {
+                        long t1 = System.nanoTime();
+                        nw.writeTagged(buf, buf.position());
+                        writeNs += System.nanoTime() - t1;
+                        buf.clear();
+                        if (need > buf.capacity()) { /* one huge row: a buffer of its own */
+                            buf = ByteBuffer.allocateDirect(need);
+                            addr = NativeShuffleWriter.address(buf);
+                        }
+                    }
+                    int pos = buf.position();
+                    buf.putInt(partitioner.getPartition(r._1())).putInt(4 + size).putInt(size);
+                    Platform.copyMemory(row.getBaseObject(), row.getBaseOffset(), null, addr + pos + 12, size);
+                    buf.position(pos + 12 + size);
+                    count++;
+                }
+            } else {
+                RecordSink sink = new RecordSink();
+                SerializationStream ss = dep.serializer().newInstance().serializeStream(sink);
+                while (records.hasNext()) {
+                    Product2<K, V> r = records.next();
+                    int p = partitioner.getPartition(r._1());
+                    sink.len = 0;
+                    ss.writeKey(r._1(), ANY);
+                    ss.writeValue(r._2(), ANY);
+                    ss.flush();
+                    int need = NativeShuffleWriter.RECORD_HEADER + sink.len;
+                    if (need > buf.remaining()) {
+                        long t1 = System.nanoTime();
+                        nw.writeTagged(buf, buf.position());
+                        writeNs += System.nanoTime() - t1;
+                        buf.clear();
+                        if (need > buf.capacity()) buf = ByteBuffer.allocateDirect(need); /* one huge record */
+                    }
+                    buf.putInt(p).putInt(sink.len).put(sink.buf, 0, sink.len);
+                    count++;
+                }
+                ss.close();
+            }
+        } catch (IOException | IllegalArgumentException e) {
+            throw failure("writing records", e);
+        }
         long t2 = System.nanoTime();
-        if (buf.position() > 0) nw.writeTagged(buf, buf.position());
         long[] sums = new long[n];
-        lengths = nw.finish(sums);
+        try {
+            if (buf.position() > 0) nw.writeTagged(buf, buf.position());
+            lengths = nw.finish(sums);
+        } catch (IOException | IllegalArgumentException e) {
+            throw failure("finishing the data file", e);
+        }
         nw.close();
         nw = null;
-        resolver.writeMetadataFileAndCommit(shuffleId, mapId, lengths,
-                sum == NativeShuffleWriter.CHECKSUM_NONE ? new long[0] : sums, tmp);
+        commit(n, c.checksum == NativeShuffleWriter.CHECKSUM_NONE ? new long[0] : sums);
         long bytes = 0;
         for (long l : lengths) bytes += l;
         metrics.incBytesWritten(bytes);
         metrics.incRecordsWritten(count);
         metrics.incWriteTime(writeNs + System.nanoTime() - t2);
         status = MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId);
+    }
+
+    /** Commits tmp through Spark's shuffle I/O plugin; lengths end up as committed (an earlier
+     *  attempt's, where Spark keeps that one). */
+    private void commit(int n, long[] sums) throws IOException {
+        ShuffleExecutorComponents sc = manager.components();
+        Optional<SingleSpillShuffleMapOutputWriter> single = sc.createSingleFileMapOutputWriter(shuffleId, mapId);
+        if (single.isPresent()) {
+            try {
+                single.get().transferMapSpillFile(tmp, lengths, sums);
+            } catch (IOException e) {
+                throw failure("committing the data file", e);
+            }
+            return;
+        }
+        /* The plugin takes partitions one by one: copy each range of the data file into its writer. */
+        ShuffleMapOutputWriter mw = sc.createMapOutputWriter(shuffleId, mapId, n);
+        try (FileChannel in = FileChannel.open(tmp.toPath(), StandardOpenOption.READ)) {
+            long off = 0;
+            for (int p = 0; p < n; p++) {
+                ShufflePartitionWriter pw = mw.getPartitionWriter(p);
+                Optional<WritableByteChannelWrapper> ch = pw.openChannelWrapper();
+                if (ch.isPresent()) {
+                    try (WritableByteChannelWrapper w = ch.get()) {
+                        transfer(in, off, lengths[p], w.channel());
+                    }
+                } else {
+                    try (OutputStream os = pw.openStream()) {
+                        ByteBuffer b = ByteBuffer.allocate((int) Math.min(lengths[p], 1 << 16));
+                        for (long done = 0; done < lengths[p];) {
+                            b.clear().limit((int) Math.min(b.capacity(), lengths[p] - done));
+                            int got = in.read(b, off + done);
+                            if (got < 0) throw new IOException("the data file ends before partition " + p + " does");
+                            os.write(b.array(), 0, got);
+                            done += got;
+                        }
+                    }
+                }
+                off += lengths[p];
+            }
+            lengths = mw.commitAllPartitions(sums).getPartitionLengths();
+        } catch (IOException | RuntimeException e) {
+            try {
+                mw.abort(e);
+            } catch (IOException | RuntimeException e2) {
+                e.addSuppressed(e2);
+            }
+            throw failure("committing through " + sc.getClass().getName(), e);
+        } finally {
+            tmp.delete();
+        }
+    }
+
+    private static void transfer(FileChannel in, long off, long len, WritableByteChannel out) throws IOException {
+        for (long done = 0; done < len;) {
+            long got = in.transferTo(off + done, len - done, out);
+            if (got <= 0) throw new IOException("the data file ends at " + (off + done) + ", before " + (off + len));
+            done += got;
+        }
     }
 
     @Override

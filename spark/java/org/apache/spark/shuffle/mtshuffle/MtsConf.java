@@ -1,0 +1,87 @@
+package org.apache.spark.shuffle.mtshuffle;
+
+import java.util.Locale;
+import org.apache.spark.SparkConf;
+import org.apache.spark.io.CompressionCodec$;
+import org.mtshuffle.NativeShuffleWriter;
+
+/**
+ * Every setting the plugin reads, with its default, in one place. Spark's
+ * own keys decide the format (codec, lz4 block size, zstd level, checksum,
+ * sync); the spark.mtshuffle.* keys size the executor's engine.
+ *
+ * <pre>
+ * spark.mtshuffle.threads           compression threads per executor; default: spark.executor.cores,
+ *                                   else the JVM's available processors
+ * spark.mtshuffle.maxBytesInFlight  hard cap on the bytes the executor's engine holds (input held,
+ *                                   compressed output waiting to be written); default 64m
+ * spark.mtshuffle.bufferSize        each running task's direct buffer of serialized records; default 8m
+ * spark.mtshuffle.strategy          streaming (default) or baseline (a temp file per partition, then
+ *                                   one copy: the design mtshuffle replaces, kept to compare)
+ * </pre>
+ * Off-heap memory this needs, which spark.executor.memoryOverhead must cover:
+ * maxBytesInFlight + bufferSize x (tasks running at once) + 4 MiB x (tasks
+ * running at once) + 1 MiB x threads (README.md, "The Spark plugin").
+ */
+final class MtsConf {
+    static final String THREADS = "spark.mtshuffle.threads";
+    static final String MAX_BYTES_IN_FLIGHT = "spark.mtshuffle.maxBytesInFlight";
+    static final String MAX_BYTES_IN_FLIGHT_DEFAULT = "64m";
+    static final String BUFFER_SIZE = "spark.mtshuffle.bufferSize";
+    static final String BUFFER_SIZE_DEFAULT = "8m";
+    static final String STRATEGY = "spark.mtshuffle.strategy";
+
+    final int threads;
+    final long maxBytesInFlight;
+    final int bufferSize;
+    final int strategy;
+    /** Spark's short name of the shuffle codec ("lz4", "zstd", ...), or "none" when shuffle output is not compressed. */
+    final String codecName;
+    final int codec; /* NativeShuffleWriter.CODEC_*, -1 if not served */
+    final int zstdLevel;
+    final int lz4BlockSize;
+    final int checksum;
+    final boolean sync;
+
+    MtsConf(SparkConf conf) {
+        int cores = conf.getInt("spark.executor.cores", Runtime.getRuntime().availableProcessors());
+        threads = conf.getInt(THREADS, Math.max(1, cores));
+        if (threads < 1 || threads > 256)
+            throw new IllegalArgumentException(THREADS + " = " + threads + ": must be in 1..256");
+        maxBytesInFlight = conf.getSizeAsBytes(MAX_BYTES_IN_FLIGHT, MAX_BYTES_IN_FLIGHT_DEFAULT);
+        if (maxBytesInFlight < (64 << 10))
+            throw new IllegalArgumentException(MAX_BYTES_IN_FLIGHT + " = " + maxBytesInFlight + ": must be at least 64k");
+        long buf = conf.getSizeAsBytes(BUFFER_SIZE, BUFFER_SIZE_DEFAULT);
+        if (buf < 4096 || buf > (1L << 30))
+            throw new IllegalArgumentException(BUFFER_SIZE + " = " + buf + ": must be in 4k..1g");
+        bufferSize = (int) buf;
+        String s = conf.get(STRATEGY, "streaming").toLowerCase(Locale.ROOT);
+        if (!s.equals("streaming") && !s.equals("baseline"))
+            throw new IllegalArgumentException(STRATEGY + " = " + s + ": must be streaming or baseline");
+        strategy = s.equals("baseline") ? NativeShuffleWriter.STRATEGY_BASELINE : NativeShuffleWriter.STRATEGY_STREAMING;
+        if (!conf.getBoolean("spark.shuffle.compress", true)) {
+            codecName = "none";
+            codec = NativeShuffleWriter.CODEC_NONE;
+        } else {
+            /* Spark's own resolution: a short name or a codec class name. */
+            codecName = CompressionCodec$.MODULE$.getShortName(conf.get("spark.io.compression.codec", "lz4"));
+            codec = codecName.equals("lz4") ? NativeShuffleWriter.CODEC_LZ4
+                    : codecName.equals("zstd") ? NativeShuffleWriter.CODEC_ZSTD : -1;
+        }
+        zstdLevel = conf.getInt("spark.io.compression.zstd.level", 1);
+        lz4BlockSize = (int) conf.getSizeAsBytes("spark.io.compression.lz4.blockSize", "32k");
+        if (!conf.getBoolean("spark.shuffle.checksum.enabled", true)) {
+            checksum = NativeShuffleWriter.CHECKSUM_NONE;
+        } else {
+            String a = conf.get("spark.shuffle.checksum.algorithm", "ADLER32").toUpperCase(Locale.ROOT);
+            switch (a) {
+                case "ADLER32": checksum = NativeShuffleWriter.CHECKSUM_ADLER32; break;
+                case "CRC32": checksum = NativeShuffleWriter.CHECKSUM_CRC32; break;
+                case "CRC32C": checksum = NativeShuffleWriter.CHECKSUM_CRC32C; break;
+                default: throw new IllegalArgumentException("spark.shuffle.checksum.algorithm = " + a
+                        + ": mtshuffle writes ADLER32, CRC32 or CRC32C");
+            }
+        }
+        sync = conf.getBoolean("spark.shuffle.sync", false);
+    }
+}

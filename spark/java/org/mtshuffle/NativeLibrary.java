@@ -1,0 +1,105 @@
+package org.mtshuffle;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.Locale;
+
+/**
+ * Loads libmtshuffle's JNI library once per JVM, from the first of:
+ * <ol>
+ * <li>the system property {@code mtshuffle.native.library}: a path to the library;</li>
+ * <li>the jar: {@code org/mtshuffle/native/<os>-<arch>/}, whose files (the JNI library and the
+ *     shared libraries it needs, found through its $ORIGIN run path) are extracted into a fresh
+ *     temporary directory, removed when the JVM exits;</li>
+ * <li>{@code java.library.path}: {@code System.loadLibrary("mtshuffle_jni")}.</li>
+ * </ol>
+ * A failure names every place tried.
+ */
+public final class NativeLibrary {
+    /** The JNI library's file name, in the jar and on disk. */
+    public static final String LIBRARY = "libmtshuffle_jni.so";
+    /** The list of files under the platform's directory in the jar, one name per line. */
+    public static final String MANIFEST = "files.txt";
+    private static boolean loaded;
+    private static String from;
+
+    private NativeLibrary() {}
+
+    /** The platform directory's name in the jar, e.g. linux-x86_64. */
+    public static String platform() {
+        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
+        String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
+        if (arch.equals("amd64")) arch = "x86_64";
+        if (arch.equals("arm64")) arch = "aarch64";
+        return (os.startsWith("linux") ? "linux" : os.replace(' ', '_')) + "-" + arch;
+    }
+
+    /** Where the library was loaded from, or null before load(). */
+    public static synchronized String loadedFrom() {
+        return from;
+    }
+
+    public static synchronized void load() {
+        if (loaded) return;
+        StringBuilder tried = new StringBuilder();
+        String path = System.getProperty("mtshuffle.native.library");
+        if (path != null) {
+            System.load(path); /* an explicit choice: its failure is the answer */
+            finish(path);
+            return;
+        }
+        String dir = "org/mtshuffle/native/" + platform() + "/";
+        try {
+            Path p = extract(dir);
+            if (p != null) {
+                System.load(p.toString());
+                finish("jar:" + dir + LIBRARY + " (extracted to " + p.getParent() + ")");
+                return;
+            }
+            tried.append("the jar has no ").append(dir).append(MANIFEST);
+        } catch (IOException | UnsatisfiedLinkError e) {
+            tried.append("extracting ").append(dir).append(" from the jar: ").append(e.getMessage());
+        }
+        try {
+            System.loadLibrary("mtshuffle_jni");
+            finish("java.library.path");
+        } catch (UnsatisfiedLinkError e) {
+            throw new UnsatisfiedLinkError("mtshuffle: cannot load its native library for " + platform() + ": "
+                    + tried + "; java.library.path: " + e.getMessage()
+                    + " (or set -Dmtshuffle.native.library=/path/to/" + LIBRARY + ")");
+        }
+    }
+
+    private static void finish(String where) {
+        loaded = true;
+        from = where;
+    }
+
+    /** Copies the platform's files out of the jar; null if the jar has none. */
+    private static Path extract(String dir) throws IOException {
+        ClassLoader cl = NativeLibrary.class.getClassLoader();
+        String[] names;
+        try (InputStream in = cl.getResourceAsStream(dir + MANIFEST)) {
+            if (in == null) return null;
+            names = new String(in.readAllBytes(), "UTF-8").trim().split("\\s+");
+        }
+        Path tmp = Files.createTempDirectory("mtshuffle-native-");
+        tmp.toFile().deleteOnExit();
+        Path lib = null;
+        for (String name : names) {
+            if (name.isEmpty() || name.contains("/")) throw new IOException("bad file name '" + name + "' in " + MANIFEST);
+            Path out = tmp.resolve(name);
+            try (InputStream in = cl.getResourceAsStream(dir + name)) {
+                if (in == null) throw new IOException(dir + name + " is listed in " + MANIFEST + " but missing");
+                Files.copy(in, out, StandardCopyOption.REPLACE_EXISTING);
+            }
+            out.toFile().deleteOnExit(); /* deleted before the directory: registered after it */
+            if (name.equals(LIBRARY)) lib = out;
+        }
+        if (lib == null) throw new IOException(dir + MANIFEST + " does not list " + LIBRARY);
+        return lib;
+    }
+}
