@@ -5,6 +5,7 @@
 # 7336+i. Worker i's executors inherit that port (JAVA_TOOL_OPTIONS: Spark
 # lets an executor's own -Dspark.*.port win over the driver's), so reducers
 # on one worker fetch the other worker's map outputs from its service.
+# Executors of worker i keep their files (shuffle outputs) under WORKDIR/local<i>.
 # Usage: cluster.sh start WORKDIR [N] | stop WORKDIR
 set -euo pipefail
 cmd=$1
@@ -22,7 +23,8 @@ case "$cmd" in
     echo $! > "$SPARK_PID_DIR/master.pid"
     cores=$(( 2 / n )); [ "$cores" -ge 1 ] || cores=1
     for i in $(seq "$n"); do
-      SPARK_LOCAL_IP=127.0.0.$i JAVA_TOOL_OPTIONS="-Dspark.shuffle.service.port=$((7336 + i))" \
+      mkdir -p "$work/local$i"
+      SPARK_LOCAL_DIRS=$work/local$i SPARK_LOCAL_IP=127.0.0.$i JAVA_TOOL_OPTIONS="-Dspark.shuffle.service.port=$((7336 + i))" \
       SPARK_WORKER_OPTS="-Dspark.shuffle.service.enabled=true -Dspark.worker.cleanup.enabled=false" \
       nohup "$spark_home/bin/spark-class" org.apache.spark.deploy.worker.Worker spark://127.0.0.1:7077 \
         --host 127.0.0.$i --cores "$cores" --memory 6g --webui-port $((18080 + i)) --work-dir "$work/worker" \

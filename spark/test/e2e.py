@@ -22,7 +22,8 @@ b = (SparkSession.builder.master("spark://127.0.0.1:7077").appName("mtshuffle-e2
      .config("spark.sql.adaptive.enabled", "false").config("spark.sql.autoBroadcastJoinThreshold", "-1")
      .config("spark.task.maxFailures", "8"))
 if cfg["mode"] == "mts":  # as a Spark 4 user deploys it: the one jar (native library inside) and one conf
-    b = b.config("spark.jars", cfg["jar"]).config("spark.shuffle.manager", "org.apache.spark.shuffle.mtshuffle.MtsShuffleManager")
+    b = b.config("spark.jars", ",".join([cfg["jar"]] + cfg.get("extra_jars", []))) \
+         .config("spark.shuffle.manager", "org.apache.spark.shuffle.mtshuffle.MtsShuffleManager")
 elif cfg["mode"] == "mts-classpath":  # the older route: the jar on the class path, the library named
     lib = "-Dmtshuffle.native.library=" + cfg["native"]
     b = (b.config("spark.shuffle.manager", "org.apache.spark.shuffle.mtshuffle.MtsShuffleManager")
@@ -58,9 +59,69 @@ def killer():
         os.kill(victim, 9)
     print("KILLED", victim is not None, victim, "of", pids, file=sys.stderr, flush=True)
 
+def rest(path):
+    return json.load(urllib.request.urlopen("http://127.0.0.1:4050/api/v1/applications/%s/%s" % (sc.applicationId, path)))
+
+def tasks(status):
+    """Every task of the application with that status, with its stage."""
+    out = []
+    for st in rest("stages?details=true"):
+        for tk in (st.get("tasks") or {}).values():
+            if tk.get("status") == status:
+                out.append(dict(tk, stageId=st["stageId"]))
+    return out
+
+def shuffle_files(since):
+    """This run's files in the executors' directories (WORK/local*), as names."""
+    import glob
+    found = glob.glob(os.path.join(cfg["work"], "local*", "**", "shuffle_*"), recursive=True)
+    return [f for f in found if os.path.getmtime(f) >= since]
+
 res = {}
 times = []
-for rep in range(cfg["reps"]):
+scenario = cfg.get("scenario")
+if scenario == "corrupt":
+    # a byte flipped in a committed data file between two jobs that read the same shuffle
+    since = time.time() - 1
+    x = t.select(*cols).where("ss_item_sk % 10 = 0").repartition(40, F.col("ss_item_sk")).rdd
+    first = x.count()
+    data = sorted((f for f in shuffle_files(since) if f.endswith(".data")), key=os.path.getsize)
+    victim = data[-1]
+    with open(victim, "r+b") as f:
+        f.seek(os.path.getsize(victim) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x5A]))
+    second = x.count()
+    res["corrupt"] = {"first": first, "second": second, "file": os.path.basename(victim),
+                      "failures": [tk.get("errorMessage", "")[:3000] for tk in tasks("FAILED")]}
+elif scenario == "speculate":
+    # one map task slowed in its first attempt only: a speculative copy runs on the other executor
+    def slow(v):
+        from pyspark import TaskContext
+        tc = TaskContext.get()
+        if tc.partitionId() == 0 and tc.attemptNumber() == 0 and not globals().get("_slept"):
+            globals()["_slept"] = True
+            time.sleep(20)
+        return v
+    since = time.time() - 1
+    want = t.groupBy((F.col("ss_item_sk") % 97).alias("k")).count().orderBy("k").collect()
+    slowed = F.udf(slow, "int")
+    got = t.select(slowed(F.col("ss_item_sk")).alias("i")).groupBy((F.col("i") % 97).alias("k")).count() \
+           .orderBy("k").collect()
+    res["speculate"] = {"identical": [list(r) for r in want] == [list(r) for r in got],
+                        "speculative_successes": sum(1 for tk in tasks("SUCCESS") if tk.get("speculative")),
+                        "files": sorted(os.path.basename(f) for f in shuffle_files(since))}
+elif scenario == "skew":
+    # a skewed map stage: a first exchange puts 80% of the rows into partition 0 of 4, so that the
+    # second exchange's map stage has one task with most rows while the other cores idle
+    hot = F.when(F.col("ss_item_sk") % 10 < 8, F.lit(0)).otherwise(F.col("ss_item_sk") % 3 + 1)
+    t0 = time.time()
+    q = t.select(*cols).repartition(4, hot).repartition(200, F.col("ss_sold_date_sk"), F.col("ss_sold_time_sk")) \
+         .select(*[F.count(c).alias(c) for c in cols]).collect()[0].asDict()
+    times.append(time.time() - t0)
+    res["skew_query"] = q
+for rep in range(cfg["reps"] if not scenario else 0):
     if cfg["kill"] and rep == 0:
         threading.Thread(target=killer, daemon=True).start()
     t0 = time.time()
@@ -68,7 +129,7 @@ for rep in range(cfg["reps"]):
           .select(*[F.count(c).alias(c) for c in cols]).collect()[0].asDict()
     times.append(time.time() - t0)
     res["seed_query"] = q1
-if not cfg["kill"] and not cfg.get("seed_only"):
+if not cfg["kill"] and not cfg.get("seed_only") and not scenario:
     g = t.groupBy("ss_item_sk").agg(F.count("*").alias("n"), F.sum("ss_customer_sk").alias("s")).orderBy("ss_item_sk").collect()
     res["group_by"] = [list(r) for r in g]
     per_cust = t.groupBy("ss_customer_sk").agg(F.count("*").alias("visits"))
@@ -85,11 +146,15 @@ app = sc.applicationId
 stages = json.load(urllib.request.urlopen("http://127.0.0.1:4050/api/v1/applications/%s/stages?status=complete" % app))
 res["stages"] = [{"id": x["stageId"], "name": x["name"][:60], "shuffle_write_bytes": x["shuffleWriteBytes"],
                   "shuffle_write_time_ns": x["shuffleWriteTime"], "executor_run_time_ms": x["executorRunTime"],
-                  "remote_bytes_read": x.get("shuffleRemoteBytesRead", 0), "shuffle_read_bytes": x.get("shuffleReadBytes", 0),
+                  "num_tasks": x.get("numTasks", 0), "remote_bytes_read": x.get("shuffleRemoteBytesRead", 0), "shuffle_read_bytes": x.get("shuffleReadBytes", 0),
                   "duration_ms": ms(x.get("completionTime")) - ms(x.get("submissionTime"))}
                  for x in stages]
 res["seed_query_seconds"] = times
 res["manager"] = sc._jsc.sc().env().shuffleManager().getClass().getName()
+# peak process-tree RSS and direct/off-heap pools of each executor (with spark.executor.processTreeMetrics.enabled)
+res["executor_peaks"] = [{k: e.get("peakMemoryMetrics", {}).get(k, 0) for k in
+                          ("ProcessTreeJVMRSSMemory", "JVMHeapMemory", "DirectPoolMemory", "JVMOffHeapMemory")}
+                         for e in rest("executors") if e["id"] != "driver"]
 res["app"] = app
 print("RESULT " + json.dumps(res))
 s.stop()
@@ -114,6 +179,14 @@ s.stop()
 '''
 
 
+def make_table(work, rows):
+    """The store_sales-like Parquet table of that many rows, generated once per work directory."""
+    table = os.path.join(work, "store_sales_%d" % rows)
+    if not os.path.exists(os.path.join(table, "_SUCCESS")):
+        subprocess.run([sys.executable, "-c", GEN, table, str(rows)], check=True, capture_output=True)
+    return table
+
+
 def run(cfg):
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     p = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True, env=env)
@@ -124,6 +197,66 @@ def run(cfg):
     if cfg["kill"] and "KILLED True" not in p.stderr:
         raise SystemExit("e2e: the executor was not killed")
     return json.loads(lines[0][7:])
+
+
+def check_corruption(base):
+    r = run(dict(base, mode="mts", scenario="corrupt"))["corrupt"]
+    if r["first"] != r["second"]:
+        raise SystemExit("e2e: after a byte was flipped in %s the count changed: %d -> %d" % (r["file"], r["first"], r["second"]))
+    # Spark's diagnosis recomputes the block's checksum and compares it with the checksum file's value:
+    # DISK_ISSUE means they differ, i.e. the file's checksum was right for the bytes as committed
+    if not any("FetchFailed" in m and "is corrupted due to DISK_ISSUE" in m for m in r["failures"]):
+        raise SystemExit("e2e: the flipped byte in %s did not end in a fetch failure diagnosed as DISK_ISSUE: %s"
+                         % (r["file"], r["failures"]))
+    print("e2e: a byte flipped in %s: fetch failed, diagnosed by Spark's checksum as DISK_ISSUE, stage retried, "
+          "count unchanged" % r["file"])
+
+
+def plugin_jar(work):
+    """spark/test/java (a shuffle I/O plugin without a single-file writer) compiled against pyspark's jars."""
+    import glob, pyspark
+    src = glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "**", "*.java"), recursive=True)
+    cp = ":".join(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar")))
+    classes, jar = os.path.join(work, "testplugin"), os.path.join(work, "testplugin.jar")
+    subprocess.run(["javac", "-d", classes, "-cp", cp] + src, check=True)
+    subprocess.run(["jar", "cf", jar, "-C", classes, "."], check=True)
+    return jar
+
+
+def check_plugin(base, want):
+    """Committed through a shuffle I/O plugin that offers no single-file writer: partition by partition."""
+    r = run(dict(base, mode="mts", seed_only=True, extra_jars=[plugin_jar(base["work"])],
+                 conf={"spark.shuffle.sort.io.plugin.class": "org.mtshuffle.test.PartitionWritersDataIO"}))
+    if r["seed_query"] != want:
+        raise SystemExit("e2e: through a plugin's partition writers the seed query differs")
+    base_dir = os.path.join(base["work"], "worker", r["app"])
+    took = sum(open(os.path.join(base_dir, ex, "stderr"), errors="replace").read().count("through partition writers")
+               for ex in os.listdir(base_dir))
+    if took == 0:
+        raise SystemExit("e2e: the plugin's partition writers were not used")
+    print("e2e: a shuffle I/O plugin without a single-file writer took %d map outputs partition by partition; "
+          "seed query identical" % took)
+
+
+def check_speculation(base):
+    r = run(dict(base, mode="mts", scenario="speculate", conf={
+        "spark.speculation": "true", "spark.speculation.interval": "100ms", "spark.speculation.multiplier": "1.5",
+        "spark.speculation.quantile": "0.5", "spark.speculation.minTaskRuntime": "1s"}))["speculate"]
+    per_shuffle = {}
+    for f in r["files"]:
+        if f.endswith(".data"):
+            sid = int(f.split("_")[1])
+            per_shuffle[sid] = per_shuffle.get(sid, 0) + 1
+    print("e2e: speculation: %d speculative attempt(s) succeeded; committed map outputs per shuffle: %s"
+          % (r["speculative_successes"], per_shuffle))
+    if not r["identical"]:
+        raise SystemExit("e2e: with a speculative map attempt the result differs")
+    if r["speculative_successes"] < 1:
+        raise SystemExit("e2e: no speculative attempt succeeded")
+    temps = [f for f in r["files"] if not f.endswith((".data", ".index")) and ".checksum." not in f]
+    if temps:
+        raise SystemExit("e2e: temp files left behind: %s" % temps)
+    print("e2e: a slowed map task's speculative copy succeeded, the result is identical, no temp file left")
 
 
 def engine_starts(work, app):
@@ -149,14 +282,16 @@ def main():
     ap.add_argument("--rows", type=int, default=3000000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--kill", action="store_true")
-    ap.add_argument("--bench", type=int, default=0, help="N: only the seed query, Spark and mtshuffle alternated N times")
+    ap.add_argument("--only", choices=("corrupt", "speculate", "plugin"), help="run only that check")
     a = ap.parse_args()
-    table = os.path.join(a.work, "store_sales_%d" % a.rows)
-    if not os.path.exists(os.path.join(table, "_SUCCESS")):
-        subprocess.run([sys.executable, "-c", GEN, table, str(a.rows)], check=True, capture_output=True)
-    base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": a.reps, "kill": False}
-    if a.bench:
-        bench(a, base)
+    table = make_table(a.work, a.rows)
+    base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": a.reps, "kill": False,
+            "work": os.path.abspath(a.work)}
+    if a.only:
+        if a.only == "plugin":
+            check_plugin(base, run(dict(base, mode="spark", seed_only=True))["seed_query"])
+        else:
+            {"corrupt": check_corruption, "speculate": check_speculation}[a.only](base)
         return
     out = {}
     for rep in range(1):
@@ -181,36 +316,15 @@ def main():
         if killed["seed_query"] != out["spark"]["seed_query"]:
             raise SystemExit("e2e: after an executor was killed, the seed query differs")
         print("e2e: executor killed during the map stage: Spark recovered, seed query identical")
+    check_plugin(base, out["spark"]["seed_query"])
+    check_corruption(base)
+    check_speculation(base)
     json.dump(out, open(os.path.join(a.work, "e2e.json"), "w"), indent=1)
     for mode in ("spark", "mts"):
         for st in out[mode]["stages"]:
             if st["shuffle_write_bytes"]:
                 print("%-5s stage %2d %-40s shuffle write %8.3f s, %d bytes" % (
                     mode, st["id"], st["name"][:40], st["shuffle_write_time_ns"] / 1e9, st["shuffle_write_bytes"]))
-
-
-def bench(a, base):
-    import statistics
-    runs = {"spark": [], "mts": []}
-    for rep in range(a.bench):
-        for mode in ("spark", "mts"):  # interleaved: A B A B ...
-            r = run(dict(base, mode=mode, seed_only=True))
-            st = max(r["stages"], key=lambda x: x["shuffle_write_bytes"])  # the map stage
-            runs[mode].append({"shuffle_write_s": st["shuffle_write_time_ns"] / 1e9, "stage_s": st["duration_ms"] / 1e3,
-                               "query_s": r["seed_query_seconds"][0], "bytes": st["shuffle_write_bytes"]})
-            print("rep %d %-5s map stage %.2f s, shuffle write %.3f s, %d bytes, query %.2f s" % (
-                rep, mode, runs[mode][-1]["stage_s"], runs[mode][-1]["shuffle_write_s"], st["shuffle_write_bytes"],
-                runs[mode][-1]["query_s"]), flush=True)
-    out = {"rows": a.rows, "reps": a.bench, "runs": runs}
-    for k in ("shuffle_write_s", "stage_s", "query_s"):
-        ratios = [x[k] / y[k] for x, y in zip(runs["spark"], runs["mts"]) if y[k] > 0]
-        out[k] = {"spark_median": statistics.median(x[k] for x in runs["spark"]),
-                  "mts_median": statistics.median(x[k] for x in runs["mts"]),
-                  "spark_over_mts": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}}
-        print("%-16s Spark %.3f s, mtshuffle %.3f s: Spark/mtshuffle %.2fx (min %.2f, max %.2f)" % (
-            k, out[k]["spark_median"], out[k]["mts_median"], out[k]["spark_over_mts"]["median"],
-            out[k]["spark_over_mts"]["min"], out[k]["spark_over_mts"]["max"]))
-    json.dump(out, open(os.path.join(a.work, "spark-bench.json"), "w"), indent=1)
 
 
 if __name__ == "__main__":

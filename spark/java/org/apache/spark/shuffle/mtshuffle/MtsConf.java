@@ -11,8 +11,8 @@ import org.mtshuffle.NativeShuffleWriter;
  * sync); the spark.mtshuffle.* keys size the executor's engine.
  *
  * <pre>
- * spark.mtshuffle.threads           compression threads per executor; default: spark.executor.cores,
- *                                   else the JVM's available processors
+ * spark.mtshuffle.threads           compression threads per executor; default: the executor's cores
+ *                                   (executorCores())
  * spark.mtshuffle.maxBytesInFlight  hard cap on the bytes the executor's engine holds (input held,
  *                                   compressed output waiting to be written); default 64m
  * spark.mtshuffle.bufferSize        each running task's direct buffer of serialized records; default 8m
@@ -43,9 +43,25 @@ final class MtsConf {
     final int checksum;
     final boolean sync;
 
+    /** The executor's task slots: spark.executor.cores where set; else the --cores its backend was
+     *  started with (standalone, YARN and Kubernetes executors all get one); else the JVM's processors. */
+    static int executorCores(SparkConf conf) {
+        if (conf.contains("spark.executor.cores")) return Math.max(1, conf.getInt("spark.executor.cores", 1));
+        String[] cmd = System.getProperty("sun.java.command", "").split(" ");
+        if (cmd.length > 0 && cmd[0].endsWith("CoarseGrainedExecutorBackend"))
+            for (int i = 1; i + 1 < cmd.length; i++)
+                if (cmd[i].equals("--cores")) {
+                    try {
+                        return Math.max(1, Integer.parseInt(cmd[i + 1]));
+                    } catch (NumberFormatException e) {
+                        break;
+                    }
+                }
+        return Runtime.getRuntime().availableProcessors();
+    }
+
     MtsConf(SparkConf conf) {
-        int cores = conf.getInt("spark.executor.cores", Runtime.getRuntime().availableProcessors());
-        threads = conf.getInt(THREADS, Math.max(1, cores));
+        threads = conf.getInt(THREADS, executorCores(conf));
         if (threads < 1 || threads > 256)
             throw new IllegalArgumentException(THREADS + " = " + threads + ": must be in 1..256");
         maxBytesInFlight = conf.getSizeAsBytes(MAX_BYTES_IN_FLIGHT, MAX_BYTES_IN_FLIGHT_DEFAULT);

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""The seed's experiment on the standalone cluster (cluster.sh, one worker of 2
+cores): the seed's query (7 key columns of a store_sales-like table,
+repartition(200, date, time), every column counted) written by four writers:
+
+  spark-default  Spark's default for 200 partitions: BypassMergeSortShuffleWriter
+  spark-sort     Spark's serialized sort writer (UnsafeShuffleWriter): bypassMergeThreshold 100 < 200
+  mts            mtshuffle (streaming strategy)
+  mts-baseline   mtshuffle's baseline strategy (a file per partition, then one copy)
+
+at each task size (spark.sql.files.maxPartitionBytes), interleaved: every
+repetition runs every writer at every size, the writers' order rotating from
+one repetition to the next. Each run is its own application; measured from
+Spark's REST API: query wall time, the map stage's summed task run time
+(executorRunTime), the 200-task stage's summed task run time (one row per
+task), the executor's peak process-tree RSS (MiB) and, in a second query whose first exchange puts 80% of the rows into
+one partition, the skewed map stage's wall time. Medians, ratios against
+mtshuffle, and Welch's t-test (two-sided) per metric.
+
+    spark_bench.py --jar JAR --native LIB --work DIR --rows N --reps R [--sizes 128m,32m]
+"""
+import argparse, itertools, json, math, os, statistics, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e  # noqa: E402
+
+WRITERS = {
+    "spark-default": {"mode": "spark", "conf": {}},
+    "spark-sort": {"mode": "spark", "conf": {"spark.shuffle.sort.bypassMergeThreshold": "100"}},
+    "mts": {"mode": "mts", "conf": {}},
+    "mts-baseline": {"mode": "mts", "conf": {"spark.mtshuffle.strategy": "baseline"}},
+}
+METRICS = ("query_s", "map_task_s", "tiny_task_s", "skew_stage_s", "skew_query_s", "executor_rss_mib")
+
+
+def betacf(a, b, x):
+    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-12:
+            break
+    return h
+
+
+def betainc(a, b, x):
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x))
+    if x < (a + 1) / (a + b + 2):
+        return front * betacf(a, b, x) / a
+    return 1.0 - front * betacf(b, a, 1 - x) / b
+
+
+def welch(x, y):
+    """Welch's t statistic, degrees of freedom and two-sided p-value of mean(x) != mean(y)."""
+    nx, ny = len(x), len(y)
+    vx, vy = statistics.variance(x) / nx, statistics.variance(y) / ny
+    if vx + vy == 0:
+        return 0.0, float(nx + ny - 2), 1.0
+    t = (statistics.mean(x) - statistics.mean(y)) / math.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / (vx ** 2 / (nx - 1) + vy ** 2 / (ny - 1))
+    return t, df, betainc(df / 2, 0.5, df / (df + t * t))
+
+
+def measure(base, writer, size):
+    w = WRITERS[writer]
+    conf = dict(w["conf"], **{"spark.sql.files.maxPartitionBytes": size,
+                              "spark.executor.processTreeMetrics.enabled": "true",
+                              "spark.executor.metrics.pollingInterval": "100ms"})
+    r = e2e.run(dict(base, mode=w["mode"], seed_only=True, conf=conf))
+    if not r["manager"].endswith("MtsShuffleManager" if w["mode"] == "mts" else "SortShuffleManager"):
+        raise SystemExit("spark_bench: %s ran with %s" % (writer, r["manager"]))
+    stages = r["stages"]
+    mapst = max(stages, key=lambda x: x["shuffle_write_bytes"])
+    tiny = [x for x in stages if x["num_tasks"] == 200 and 0 < x["shuffle_write_bytes"] < 1 << 20]
+    s = e2e.run(dict(base, mode=w["mode"], scenario="skew", conf=conf))
+    # the skewed stage: the second exchange's map stage, the stage that reads 4 partitions and writes most
+    skewed = max((x for x in s["stages"] if x["num_tasks"] == 4), key=lambda x: x["shuffle_write_bytes"])
+    return {"query_s": r["seed_query_seconds"][0], "map_task_s": mapst["executor_run_time_ms"] / 1e3,
+            "map_stage_s": mapst["duration_ms"] / 1e3, "map_tasks": mapst["num_tasks"],
+            "shuffle_bytes": mapst["shuffle_write_bytes"],
+            "tiny_task_s": tiny[0]["executor_run_time_ms"] / 1e3 if tiny else float("nan"),
+            "skew_stage_s": skewed["duration_ms"] / 1e3, "skew_query_s": s["seed_query_seconds"][0],
+            "executor_rss_mib": max(e["ProcessTreeJVMRSSMemory"] for e in r["executor_peaks"]) / 2 ** 20,
+            "result": r["seed_query"], "skew_result": s["skew_query"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jar", required=True)
+    ap.add_argument("--native", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--rows", type=int, default=16000000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--sizes", default="128m,32m", help="spark.sql.files.maxPartitionBytes values")
+    ap.add_argument("--writers", default=",".join(WRITERS))
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    table = e2e.make_table(a.work, a.rows)
+    base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": 1,
+            "kill": False, "work": os.path.abspath(a.work)}
+    writers, sizes = a.writers.split(","), a.sizes.split(",")
+    runs = {size: {w: [] for w in writers} for size in sizes}
+    for rep in range(a.reps):
+        order = writers[rep % len(writers):] + writers[:rep % len(writers)]
+        for size, w in itertools.product(sizes, order):
+            m = measure(base, w, size)
+            runs[size][w].append(m)
+            print("rep %d size %s %-13s query %6.2f s, map tasks %6.2f s (%d tasks, %d bytes), tiny stage tasks "
+                  "%5.2f s, skewed stage %5.2f s" % (rep, size, w, m["query_s"], m["map_task_s"], m["map_tasks"],
+                                                       m["shuffle_bytes"], m["tiny_task_s"], m["skew_stage_s"]),
+                  flush=True)
+    out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "runs": runs, "summary": {}}
+    for size in sizes:
+        results = {json.dumps(m["result"], sort_keys=True) for w in writers for m in runs[size][w]}
+        if len(results) != 1:
+            raise SystemExit("spark_bench: the writers' results differ at %s: %s" % (size, results))
+        for metric in METRICS:
+            ref = [m[metric] for m in runs[size]["mts"]] if "mts" in writers else None
+            for w in writers:
+                xs = [m[metric] for m in runs[size][w]]
+                row = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+                if ref and w != "mts" and len(xs) > 1:
+                    ratios = [x / y for x, y in zip(xs, ref)]
+                    t, df, p = welch(xs, ref)
+                    row.update({"over_mts_median": statistics.median(ratios), "over_mts_min": min(ratios),
+                                "over_mts_max": max(ratios), "welch_t": t, "welch_df": df, "welch_p": p})
+                out["summary"].setdefault(size, {}).setdefault(metric, {})[w] = row
+                print("size %-5s %-16s %-13s median %8.3f%s" % (
+                    size, metric, w, row["median"],
+                    "" if "over_mts_median" not in row else ", %s/mts %.2fx (min %.2f, max %.2f), Welch p %.3g" % (
+                        w, row["over_mts_median"], row["over_mts_min"], row["over_mts_max"], row["welch_p"])))
+    json.dump(out, open(a.out or os.path.join(a.work, "spark-bench.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
