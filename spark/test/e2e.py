@@ -117,7 +117,9 @@ elif scenario == "skew":
     # second exchange's map stage has one task with most rows while the other cores idle
     hot = F.when(F.col("ss_item_sk") % 10 < 8, F.lit(0)).otherwise(F.col("ss_item_sk") % 3 + 1)
     t0 = time.time()
-    q = t.select(*cols).repartition(4, hot).repartition(200, F.col("ss_sold_date_sk"), F.col("ss_sold_time_sk")) \
+    # (the filter keeps Catalyst from collapsing the two adjacent repartitions into one)
+    q = t.select(*cols).repartition(4, hot).where(F.spark_partition_id() >= 0) \
+         .repartition(200, F.col("ss_sold_date_sk"), F.col("ss_sold_time_sk")) \
          .select(*[F.count(c).alias(c) for c in cols]).collect()[0].asDict()
     times.append(time.time() - t0)
     res["skew_query"] = q
@@ -212,20 +214,35 @@ def check_corruption(base):
           "count unchanged" % r["file"])
 
 
-def plugin_jar(work):
-    """spark/test/java (a shuffle I/O plugin without a single-file writer) compiled against pyspark's jars."""
+def spark_classpath():
     import glob, pyspark
+    return glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar"))
+
+
+def test_jar(work, plugin):
+    """spark/test/java (a shuffle I/O plugin without a single-file writer, RecordPathBench) compiled against
+    pyspark's jars and the plugin."""
+    import glob
     src = glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "**", "*.java"), recursive=True)
-    cp = ":".join(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*.jar")))
-    classes, jar = os.path.join(work, "testplugin"), os.path.join(work, "testplugin.jar")
-    subprocess.run(["javac", "-d", classes, "-cp", cp] + src, check=True)
+    classes, jar = os.path.join(work, "testclasses"), os.path.join(work, "mtshuffle-test.jar")
+    subprocess.run(["javac", "-d", classes, "-cp", ":".join(spark_classpath() + [plugin])] + src, check=True)
     subprocess.run(["jar", "cf", jar, "-C", classes, "."], check=True)
     return jar
 
 
+def record_paths(base, rows, reps):
+    """RecordPathBench: the UnsafeRow path and the serializer path give the same bytes; their JVM cost per record."""
+    cp = ":".join(spark_classpath() + [base["jar"], test_jar(base["work"], base["jar"])])
+    p = subprocess.run(["java", "-cp", cp, "org.apache.spark.shuffle.mtshuffle.RecordPathBench", str(rows), str(reps)],
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit("e2e: RecordPathBench failed:\n" + p.stdout[-3000:] + p.stderr[-3000:])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def check_plugin(base, want):
     """Committed through a shuffle I/O plugin that offers no single-file writer: partition by partition."""
-    r = run(dict(base, mode="mts", seed_only=True, extra_jars=[plugin_jar(base["work"])],
+    r = run(dict(base, mode="mts", seed_only=True, extra_jars=[test_jar(base["work"], base["jar"])],
                  conf={"spark.shuffle.sort.io.plugin.class": "org.mtshuffle.test.PartitionWritersDataIO"}))
     if r["seed_query"] != want:
         raise SystemExit("e2e: through a plugin's partition writers the seed query differs")
@@ -316,6 +333,9 @@ def main():
         if killed["seed_query"] != out["spark"]["seed_query"]:
             raise SystemExit("e2e: after an executor was killed, the seed query differs")
         print("e2e: executor killed during the map stage: Spark recovered, seed query identical")
+    rp = record_paths(base, 200000, 3)
+    print("e2e: UnsafeRow path and serializer path give identical bytes (%d records); JVM cost per record %.1f ns "
+          "and %.1f ns" % (rp["rows"], rp["unsafe_row_ns_per_record"], rp["serializer_ns_per_record"]))
     check_plugin(base, out["spark"]["seed_query"])
     check_corruption(base)
     check_speculation(base)

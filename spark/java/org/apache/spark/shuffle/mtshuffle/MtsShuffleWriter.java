@@ -1,20 +1,18 @@
 package org.apache.spark.shuffle.mtshuffle;
 
 import java.io.File;
-import java.io.IOException;
 import java.io.OutputStream;
+import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.channels.WritableByteChannel;
 import java.nio.file.StandardOpenOption;
-import java.util.Arrays;
 import java.util.Optional;
 import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.scheduler.MapStatus$;
-import org.apache.spark.serializer.SerializationStream;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
@@ -23,15 +21,11 @@ import org.apache.spark.shuffle.api.ShuffleMapOutputWriter;
 import org.apache.spark.shuffle.api.ShufflePartitionWriter;
 import org.apache.spark.shuffle.api.SingleSpillShuffleMapOutputWriter;
 import org.apache.spark.shuffle.api.WritableByteChannelWrapper;
-import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.unsafe.Platform;
 import org.apache.spark.util.Utils;
 import org.mtshuffle.NativeShuffleWriter;
 import scala.Option;
 import scala.Product2;
 import scala.collection.Iterator;
-import scala.reflect.ClassTag;
-import scala.reflect.ClassTag$;
 
 /**
  * One map task. Records are serialised into a direct buffer, each tagged with
@@ -43,10 +37,6 @@ import scala.reflect.ClassTag$;
  * shuffle I/O plugin. Every error names the shuffle and map.
  */
 final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
-    /* What Spark's own writers pass: records are written as Any. */
-    @SuppressWarnings("unchecked")
-    private static final ClassTag<Object> ANY = (ClassTag<Object>) (ClassTag<?>) ClassTag$.MODULE$.Any();
-    private static final String UNSAFE_ROW_SERIALIZER = "org.apache.spark.sql.execution.UnsafeRowSerializer";
     private final MtsShuffleManager manager;
     private final MtsConf c;
     private final IndexShuffleBlockResolver resolver;
@@ -84,25 +74,6 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
         return b;
     }
 
-    /** A growable byte array the serialization stream writes into. */
-    private static final class RecordSink extends OutputStream {
-        byte[] buf = new byte[4096];
-        int len;
-
-        @Override
-        public void write(int b) {
-            if (len == buf.length) buf = Arrays.copyOf(buf, buf.length * 2);
-            buf[len++] = (byte) b;
-        }
-
-        @Override
-        public void write(byte[] b, int off, int n) {
-            if (len + n > buf.length) buf = Arrays.copyOf(buf, Math.max(buf.length * 2, len + n));
-            System.arraycopy(b, off, buf, len, n);
-            len += n;
-        }
-    }
-
     private IOException failure(String what, Exception e) {
         return new IOException("mtshuffle: shuffle " + shuffleId + " map " + mapId + ": " + what + ": "
                 + e.getMessage(), e);
@@ -123,64 +94,27 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             throw failure("creating the writer", e);
         }
         writeNs += System.nanoTime() - t0;
-        ByteBuffer buf = taskBuffer(c.bufferSize);
-        long count = 0;
+        long[] handed = new long[1];
+        NativeShuffleWriter w = nw;
+        TaggedRecords tagged = new TaggedRecords(taskBuffer(c.bufferSize), (buf, len) -> {
+            long t1 = System.nanoTime();
+            w.writeTagged(buf, len);
+            handed[0] += System.nanoTime() - t1;
+        });
         try {
-            if (dep.serializer().getClass().getName().equals(UNSAFE_ROW_SERIALIZER)) {
-                /* Spark SQL's exchange: a record is (partition id, UnsafeRow); the serializer writes the
-                 * row's length (big-endian int) and its bytes. Copied once, from the row's memory. */
-                long addr = NativeShuffleWriter.address(buf);
-                while (records.hasNext()) {
-                    Product2<K, V> r = records.next();
-                    UnsafeRow row = (UnsafeRow) r._2();
-                    int size = row.getSizeInBytes();
-                    int need = NativeShuffleWriter.RECORD_HEADER + 4 + size;
-                    if (need > buf.remaining()) {
-                        long t1 = System.nanoTime();
-                        nw.writeTagged(buf, buf.position());
-                        writeNs += System.nanoTime() - t1;
-                        buf.clear();
-                        if (need > buf.capacity()) { /* one huge row: a buffer of its own */
-                            buf = ByteBuffer.allocateDirect(need);
-                            addr = NativeShuffleWriter.address(buf);
-                        }
-                    }
-                    int pos = buf.position();
-                    buf.putInt(partitioner.getPartition(r._1())).putInt(4 + size).putInt(size);
-                    Platform.copyMemory(row.getBaseObject(), row.getBaseOffset(), null, addr + pos + 12, size);
-                    buf.position(pos + 12 + size);
-                    count++;
-                }
-            } else {
-                RecordSink sink = new RecordSink();
-                SerializationStream ss = dep.serializer().newInstance().serializeStream(sink);
-                while (records.hasNext()) {
-                    Product2<K, V> r = records.next();
-                    int p = partitioner.getPartition(r._1());
-                    sink.len = 0;
-                    ss.writeKey(r._1(), ANY);
-                    ss.writeValue(r._2(), ANY);
-                    ss.flush();
-                    int need = NativeShuffleWriter.RECORD_HEADER + sink.len;
-                    if (need > buf.remaining()) {
-                        long t1 = System.nanoTime();
-                        nw.writeTagged(buf, buf.position());
-                        writeNs += System.nanoTime() - t1;
-                        buf.clear();
-                        if (need > buf.capacity()) buf = ByteBuffer.allocateDirect(need); /* one huge record */
-                    }
-                    buf.putInt(p).putInt(sink.len).put(sink.buf, 0, sink.len);
-                    count++;
-                }
-                ss.close();
-            }
+            if (dep.serializer().getClass().getName().equals(TaggedRecords.UNSAFE_ROW_SERIALIZER))
+                tagged.writeRows(records, partitioner);
+            else
+                tagged.writeSerialized(records, partitioner, dep.serializer().newInstance());
         } catch (IOException | IllegalArgumentException e) {
             throw failure("writing records", e);
         }
+        writeNs += handed[0];
+        long count = tagged.records;
         long t2 = System.nanoTime();
         long[] sums = new long[n];
         try {
-            if (buf.position() > 0) nw.writeTagged(buf, buf.position());
+            tagged.flush();
             lengths = nw.finish(sums);
         } catch (IOException | IllegalArgumentException e) {
             throw failure("finishing the data file", e);
