@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""End-to-end on a real Spark standalone cluster (cluster.sh): the seed's query
-(a store_sales-like Parquet table, repartitioned on two key columns into 200
-partitions, every column counted), a group-by and a join, each run with
-Spark's own shuffle and with mtshuffle's ShuffleManager: results must be
-identical. With --kill, an executor is killed during the mtshuffle map stage
-and the results must still be identical. Prints the stages' shuffle write
-times from Spark's REST API.
+"""End-to-end on a real Spark standalone cluster (cluster.sh, two workers):
+the seed's query (a store_sales-like Parquet table, repartitioned on two key
+columns into 200 partitions, every column counted), a group-by and a join,
+each run with Spark's own shuffle and with mtshuffle's ShuffleManager:
+results must be identical. Then the record paths (RecordPathBench), a shuffle
+I/O plugin without a single-file writer, a byte flipped in a committed data
+file and speculative attempts (README.md, "Spark plugin"). With --kill, an
+executor is killed during the map stage and another while committing, and
+the results must still be identical. Prints each stage's task run time.
+spark_bench.py runs the benchmark on the same child program.
 
-    e2e.py --jar JAR --native LIB --work DIR [--rows N] [--kill] [--reps N]
+    e2e.py --jar JAR --native LIB --work DIR [--rows N] [--kill] [--only CHECK]
 """
 import argparse, json, os, subprocess, sys, threading, time, urllib.request
 
@@ -36,16 +39,10 @@ sc = s.sparkContext
 t = s.read.parquet(cfg["table"])
 cols = ["ss_sold_date_sk", "ss_sold_time_sk", "ss_item_sk", "ss_customer_sk", "ss_cdemo_sk", "ss_hdemo_sk", "ss_addr_sk"]
 
-def killer():
-    # wait for the map stage to run tasks, then kill the executor JVM
-    while True:
-        st = [sc.statusTracker().getStageInfo(i) for i in sc.statusTracker().getActiveStageIds()]
-        if any(x and x.numCompletedTasks >= 1 for x in st):
-            break
-        time.sleep(0.05)
-    # this application's executors only: their command line names its app id
+def executor_pids():
+    """{executor id: pid} of this application's executors only: their command line names its app id."""
     app = sc.applicationId
-    pids = []
+    pids = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             args = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")
@@ -53,11 +50,32 @@ def killer():
             continue
         if any(a.endswith(b"CoarseGrainedExecutorBackend") for a in args) and \
                 b"--app-id" in args and args[args.index(b"--app-id") + 1] == app.encode():
-            pids.append(int(pid))
-    victim = min(pids) if pids else None
-    if victim:
-        os.kill(victim, 9)
-    print("KILLED", victim is not None, victim, "of", pids, file=sys.stderr, flush=True)
+            pids[args[args.index(b"--executor-id") + 1].decode()] = int(pid)
+    return pids
+
+def killer():
+    if cfg["kill"] == "commit":
+        # wait for an executor's log to say a commit is paused (PartitionWritersDataIO), kill that one
+        logs = os.path.join(cfg["work"], "worker", sc.applicationId)
+        victim = None
+        while victim is None:
+            for ex in (os.listdir(logs) if os.path.isdir(logs) else []):
+                f = os.path.join(logs, ex, "stderr")
+                if os.path.exists(f) and "commit paused" in open(f, errors="replace").read():
+                    victim = ex
+            time.sleep(0.05)
+    else:
+        # wait for the map stage to run tasks, then kill one executor JVM
+        while True:
+            st = [sc.statusTracker().getStageInfo(i) for i in sc.statusTracker().getActiveStageIds()]
+            if any(x and x.numCompletedTasks >= 1 for x in st):
+                break
+            time.sleep(0.05)
+        victim = min(executor_pids(), default=None)
+    pid = executor_pids().get(victim)
+    if pid:
+        os.kill(pid, 9)
+    print("KILLED", pid is not None, "executor", victim, "pid", pid, file=sys.stderr, flush=True)
 
 def rest(path):
     return json.load(urllib.request.urlopen("http://127.0.0.1:4050/api/v1/applications/%s/%s" % (sc.applicationId, path)))
@@ -123,6 +141,22 @@ elif scenario == "skew":
          .select(*[F.count(c).alias(c) for c in cols]).collect()[0].asDict()
     times.append(time.time() - t0)
     res["skew_query"] = q
+elif scenario == "floor":
+    # the seed query's map side without its exchange: the scan, the partition id of every row, a count
+    t0 = time.time()
+    q = t.select(*cols).select(F.pmod(F.hash(F.col("ss_sold_date_sk"), F.col("ss_sold_time_sk")), F.lit(200)).alias("p"),
+                               *cols).select(F.count("p").alias("p"), *[F.count(c).alias(c) for c in cols]) \
+         .collect()[0].asDict()
+    times.append(time.time() - t0)
+    res["floor_query"] = q
+elif scenario == "malformed":
+    # a partitioner out of range, from the JVM side (spark/test/java/org/mtshuffle/test/BadJobs.java)
+    before = len(sc.statusTracker().getExecutorInfos())
+    msg = sc._jvm.org.mtshuffle.test.BadJobs.partitionOutOfRange(sc._jsc.sc())
+    time.sleep(2)
+    res["malformed"] = {"message": msg[:4000], "executors_before": before,
+                        "executors_after": len(sc.statusTracker().getExecutorInfos()),
+                        "removed": [e["id"] for e in rest("allexecutors") if not e["isActive"]]}
 for rep in range(cfg["reps"] if not scenario else 0):
     if cfg["kill"] and rep == 0:
         threading.Thread(target=killer, daemon=True).start()
@@ -255,6 +289,19 @@ def check_plugin(base, want):
           "seed query identical" % took)
 
 
+def check_malformed(base):
+    """Malformed input from the JVM side: the task fails with the writer's message, no executor dies."""
+    r = run(dict(base, mode="mts", scenario="malformed", extra_jars=[test_jar(base["work"], base["jar"])],
+                 conf={"spark.task.maxFailures": "2"}))["malformed"]
+    if "out of range" not in r["message"] or "mtshuffle: shuffle" not in r["message"]:
+        raise SystemExit("e2e: a partition out of range did not fail with the writer's message: %s" % r["message"])
+    if r["removed"] or r["executors_after"] != r["executors_before"]:
+        raise SystemExit("e2e: malformed input cost executors: %s" % r)
+    line = next(l for l in r["message"].splitlines() if "out of range" in l)
+    print("e2e: a partition out of range from the JVM side: the task failed with \"%s\"; no executor lost"
+          % line.strip()[:300])
+
+
 def check_speculation(base):
     r = run(dict(base, mode="mts", scenario="speculate", conf={
         "spark.speculation": "true", "spark.speculation.interval": "100ms", "spark.speculation.multiplier": "1.5",
@@ -299,7 +346,7 @@ def main():
     ap.add_argument("--rows", type=int, default=3000000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--kill", action="store_true")
-    ap.add_argument("--only", choices=("corrupt", "speculate", "plugin"), help="run only that check")
+    ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed"), help="run only that check")
     a = ap.parse_args()
     table = make_table(a.work, a.rows)
     base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": a.reps, "kill": False,
@@ -308,7 +355,7 @@ def main():
         if a.only == "plugin":
             check_plugin(base, run(dict(base, mode="spark", seed_only=True))["seed_query"])
         else:
-            {"corrupt": check_corruption, "speculate": check_speculation}[a.only](base)
+            {"corrupt": check_corruption, "speculate": check_speculation, "malformed": check_malformed}[a.only](base)
         return
     out = {}
     for rep in range(1):
@@ -329,22 +376,30 @@ def main():
         raise SystemExit("e2e: expected one engine started per executor, found %s" % engines)
     print("e2e: one engine per executor JVM (%s), native library from the jar" % engines)
     if a.kill:
-        killed = run(dict(base, mode="mts-classpath", kill=True, reps=1))
+        killed = run(dict(base, mode="mts-classpath", kill="map", reps=1))
         if killed["seed_query"] != out["spark"]["seed_query"]:
             raise SystemExit("e2e: after an executor was killed, the seed query differs")
         print("e2e: executor killed during the map stage: Spark recovered, seed query identical")
+        killed = run(dict(base, mode="mts", kill="commit", reps=1, extra_jars=[test_jar(base["work"], base["jar"])],
+                          conf={"spark.shuffle.sort.io.plugin.class": "org.mtshuffle.test.PartitionWritersDataIO",
+                                "spark.shuffle.plugin.__config__.commitPauseMs": "3000"}))
+        if killed["seed_query"] != out["spark"]["seed_query"]:
+            raise SystemExit("e2e: after an executor was killed while committing, the seed query differs")
+        print("e2e: executor killed while committing a map output: Spark recovered, seed query identical")
     rp = record_paths(base, 200000, 3)
     print("e2e: UnsafeRow path and serializer path give identical bytes (%d records); JVM cost per record %.1f ns "
           "and %.1f ns" % (rp["rows"], rp["unsafe_row_ns_per_record"], rp["serializer_ns_per_record"]))
     check_plugin(base, out["spark"]["seed_query"])
+    check_malformed(base)
     check_corruption(base)
     check_speculation(base)
     json.dump(out, open(os.path.join(a.work, "e2e.json"), "w"), indent=1)
     for mode in ("spark", "mts"):
         for st in out[mode]["stages"]:
             if st["shuffle_write_bytes"]:
-                print("%-5s stage %2d %-40s shuffle write %8.3f s, %d bytes" % (
-                    mode, st["id"], st["name"][:40], st["shuffle_write_time_ns"] / 1e9, st["shuffle_write_bytes"]))
+                print("%-5s stage %2d %-40s %3d tasks, task run time %7.2f s, wrote %d bytes" % (
+                    mode, st["id"], st["name"][:40], st["num_tasks"], st["executor_run_time_ms"] / 1e3,
+                    st["shuffle_write_bytes"]))
 
 
 if __name__ == "__main__":

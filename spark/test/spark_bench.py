@@ -14,7 +14,9 @@ one repetition to the next. Each run is its own application; measured from
 Spark's REST API: query wall time, the map stage's summed task run time
 (executorRunTime), the 200-task stage's summed task run time (one row per
 task), the executor's peak process-tree RSS (MiB) and, in a second query whose first exchange puts 80% of the rows into
-one partition, the skewed map stage's wall time. Medians, ratios against
+one partition, the skewed map stage's wall time. "floor" (not a writer) runs
+the map side without its exchange: the scan, every row's partition id and a
+count, so that map task time minus the floor is what writing costs. Medians, ratios against
 mtshuffle, and Welch's t-test (two-sided) per metric.
 
     spark_bench.py --jar JAR --native LIB --work DIR --rows N --reps R [--sizes 128m,32m]
@@ -29,6 +31,8 @@ WRITERS = {
     "spark-sort": {"mode": "spark", "conf": {"spark.shuffle.sort.bypassMergeThreshold": "100"}},
     "mts": {"mode": "mts", "conf": {}},
     "mts-baseline": {"mode": "mts", "conf": {"spark.mtshuffle.strategy": "baseline"}},
+    # not a writer: the map stage's work without the exchange (scan, partition ids, a count), its floor
+    "floor": {"mode": "spark", "conf": {}},
 }
 METRICS = ("query_s", "map_task_s", "tiny_task_s", "skew_stage_s", "skew_query_s", "executor_rss_mib")
 
@@ -79,6 +83,14 @@ def measure(base, writer, size):
     conf = dict(w["conf"], **{"spark.sql.files.maxPartitionBytes": size,
                               "spark.executor.processTreeMetrics.enabled": "true",
                               "spark.executor.metrics.pollingInterval": "100ms"})
+    if writer == "floor":
+        r = e2e.run(dict(base, mode="spark", scenario="floor", conf=conf))
+        scan = max(r["stages"], key=lambda x: x["executor_run_time_ms"])
+        nan = float("nan")
+        return {"query_s": r["seed_query_seconds"][0], "map_task_s": scan["executor_run_time_ms"] / 1e3,
+                "map_stage_s": scan["duration_ms"] / 1e3, "map_tasks": scan["num_tasks"], "shuffle_bytes": 0,
+                "tiny_task_s": nan, "skew_stage_s": nan, "skew_query_s": nan, "executor_rss_mib": nan,
+                "result": None, "skew_result": None}
     r = e2e.run(dict(base, mode=w["mode"], seed_only=True, conf=conf))
     if not r["manager"].endswith("MtsShuffleManager" if w["mode"] == "mts" else "SortShuffleManager"):
         raise SystemExit("spark_bench: %s ran with %s" % (writer, r["manager"]))
@@ -124,7 +136,7 @@ def main():
                   flush=True)
     out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "runs": runs, "summary": {}}
     for size in sizes:
-        results = {json.dumps(m["result"], sort_keys=True) for w in writers for m in runs[size][w]}
+        results = {json.dumps(m["result"], sort_keys=True) for w in writers for m in runs[size][w] if w != "floor"}
         if len(results) != 1:
             raise SystemExit("spark_bench: the writers' results differ at %s: %s" % (size, results))
         for metric in METRICS:
@@ -132,7 +144,7 @@ def main():
             for w in writers:
                 xs = [m[metric] for m in runs[size][w]]
                 row = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
-                if ref and w != "mts" and len(xs) > 1:
+                if ref and w != "mts" and len(xs) > 1 and not any(math.isnan(x) for x in xs):
                     ratios = [x / y for x, y in zip(xs, ref)]
                     t, df, p = welch(xs, ref)
                     row.update({"over_mts_median": statistics.median(ratios), "over_mts_min": min(ratios),

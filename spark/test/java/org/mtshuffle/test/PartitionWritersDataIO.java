@@ -16,6 +16,9 @@ import org.slf4j.LoggerFactory;
  * single-file map output writer: Spark's local disk plugin with
  * createSingleFileMapOutputWriter left at the API's default (empty), so a
  * writer must commit partition by partition. Logs each map output it takes.
+ * With spark.shuffle.plugin.__config__.commitPauseMs=N, an executor's first
+ * commit pauses N ms after logging "commit paused", so a test can kill the
+ * executor while a map output is being committed.
  */
 public class PartitionWritersDataIO implements ShuffleDataIO {
     private static final Logger LOG = LoggerFactory.getLogger(PartitionWritersDataIO.class);
@@ -34,8 +37,12 @@ public class PartitionWritersDataIO implements ShuffleDataIO {
     public ShuffleExecutorComponents executor() {
         ShuffleExecutorComponents inner = local.executor();
         return new ShuffleExecutorComponents() {
+            private long pauseMs;
+            private boolean paused;
+
             @Override
             public void initializeExecutor(String appId, String execId, Map<String, String> extraConfigs) {
+                pauseMs = Long.parseLong(extraConfigs.getOrDefault("commitPauseMs", "0"));
                 inner.initializeExecutor(appId, execId, extraConfigs);
             }
 
@@ -44,6 +51,16 @@ public class PartitionWritersDataIO implements ShuffleDataIO {
                     throws IOException {
                 LOG.info("PartitionWritersDataIO: map output shuffle {} map {} through partition writers", shuffleId,
                         mapTaskId);
+                if (pauseMs > 0 && !paused) {
+                    paused = true;
+                    LOG.info("PartitionWritersDataIO: commit paused: shuffle {} map {}", shuffleId, mapTaskId);
+                    try {
+                        Thread.sleep(pauseMs);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        throw new IOException("interrupted while paused", e);
+                    }
+                }
                 return inner.createMapOutputWriter(shuffleId, mapTaskId, numPartitions);
             }
         };

@@ -132,6 +132,10 @@ public class MtsShuffleManager extends SortShuffleManager {
         synchronized (this) {
             stopped = true;
             if (engine != null) {
+                long[] st = engine.stats();
+                LOG.info("mtshuffle: executor engine stopping: {} jobs, {} ms busy over {} threads, peak {} of {} bytes "
+                        + "held, {} ms waited for budget, {} spills asked by waiters", st[3], st[4] / 1000000, st[0],
+                        st[6], st[7], st[8] / 1000000, st[9]);
                 engine.close();
                 engine = null;
             }
