@@ -20,6 +20,7 @@ count, so that map task time minus the floor is what writing costs. Medians, rat
 mtshuffle, and Welch's t-test (two-sided) per metric.
 
     spark_bench.py --jar JAR --native LIB --work DIR --rows N --reps R [--sizes 128m,32m]
+    spark_bench.py --report RESULT.json    (the summary as a markdown table)
 """
 import argparse, itertools, json, math, os, statistics, sys
 
@@ -109,7 +110,35 @@ def measure(base, writer, size):
             "result": r["seed_query"], "skew_result": s["skew_query"]}
 
 
+def report(path):
+    """A markdown table of a finished run's summary: per size and metric, each writer's median and its
+    ratio to mtshuffle's (pair by pair: median, min, max) with Welch's p."""
+    out = json.load(open(path))
+    lines = []
+    for size in out["sizes"]:
+        lines.append("\nTask size `spark.sql.files.maxPartitionBytes=%s` (%d repetitions):\n" % (size, out["reps"]))
+        lines.append("| metric | " + " | ".join(out["writers"]) + " |")
+        lines.append("|---|" + "---|" * len(out["writers"]))
+        for metric in METRICS:
+            cells = []
+            for w in out["writers"]:
+                row = out["summary"][size][metric][w]
+                if math.isnan(row["median"]):
+                    cells.append("")
+                elif "over_mts_median" in row:
+                    cells.append("%.2f (%.2fx, %.2f-%.2f, p=%.2g)" % (row["median"], row["over_mts_median"],
+                                                                     row["over_mts_min"], row["over_mts_max"],
+                                                                     row["welch_p"]))
+                else:
+                    cells.append("%.2f" % row["median"])
+            lines.append("| %s | %s |" % (metric, " | ".join(cells)))
+    print("\n".join(lines))
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--report":
+        report(sys.argv[2])
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--jar", required=True)
     ap.add_argument("--native", required=True)
