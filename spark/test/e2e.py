@@ -151,11 +151,12 @@ elif scenario == "floor":
     res["floor_query"] = q
 elif scenario == "malformed":
     # a partitioner out of range, from the JVM side (spark/test/java/org/mtshuffle/test/BadJobs.java)
-    before = len(sc.statusTracker().getExecutorInfos())
+    live = lambda: sum(1 for e in rest("executors") if e["id"] != "driver")
+    before = live()
     msg = sc._jvm.org.mtshuffle.test.BadJobs.partitionOutOfRange(sc._jsc.sc())
     time.sleep(2)
     res["malformed"] = {"message": msg[:4000], "executors_before": before,
-                        "executors_after": len(sc.statusTracker().getExecutorInfos()),
+                        "executors_after": live(),
                         "removed": [e["id"] for e in rest("allexecutors") if not e["isActive"]]}
 for rep in range(cfg["reps"] if not scenario else 0):
     if cfg["kill"] and rep == 0:
@@ -259,8 +260,11 @@ def test_jar(work, plugin):
     import glob
     src = glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "**", "*.java"), recursive=True)
     classes, jar = os.path.join(work, "testclasses"), os.path.join(work, "mtshuffle-test.jar")
-    subprocess.run(["javac", "-d", classes, "-cp", ":".join(spark_classpath() + [plugin])] + src, check=True)
-    subprocess.run(["jar", "cf", jar, "-C", classes, "."], check=True)
+    for cmd in (["javac", "-d", classes, "-cp", ":".join(spark_classpath() + [plugin])] + src,
+                ["jar", "cf", jar, "-C", classes, "."]):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            raise SystemExit("e2e: %s failed:\n%s" % (cmd[0], (p.stdout + p.stderr)[-4000:]))
     return jar
 
 
