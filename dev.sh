@@ -110,7 +110,7 @@ case "${1:-}" in
   spark-bench)  # one worker of 2 cores, as the seed's local[2]; ROWS, REPS, SIZES to change the run
     spark_cluster 1
     python3 spark/test/spark_bench.py --jar "$jar" --native "$BUILD/libmtshuffle_jni.so" --work "$work" \
-      --rows "${ROWS:-16000000}" --reps "${REPS:-5}" --sizes "${SIZES:-128m,32m}" --out bench/results/spark-bench.json
+      --rows "${ROWS:-24000000}" --reps "${REPS:-5}" --sizes "${SIZES:-128m,32m}" --out bench/results/spark-bench.json
     ;;
   bench)
     install_packages
