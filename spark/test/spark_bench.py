@@ -25,7 +25,9 @@ mtshuffle, and Welch's t-test (two-sided) per metric.
 import argparse, itertools, json, math, os, statistics, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import e2e  # noqa: E402
+from suite import welch  # noqa: E402  (the suite's two-sided Welch t-test: t, p, df)
 
 WRITERS = {
     "spark-default": {"mode": "spark", "conf": {}},
@@ -36,47 +38,6 @@ WRITERS = {
     "floor": {"mode": "spark", "conf": {}},
 }
 METRICS = ("query_s", "map_task_s", "tiny_task_s", "skew_stage_s", "skew_query_s", "executor_rss_mib")
-
-
-def betacf(a, b, x):
-    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-12:
-            break
-    return h
-
-
-def betainc(a, b, x):
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x))
-    if x < (a + 1) / (a + b + 2):
-        return front * betacf(a, b, x) / a
-    return 1.0 - front * betacf(b, a, 1 - x) / b
-
-
-def welch(x, y):
-    """Welch's t statistic, degrees of freedom and two-sided p-value of mean(x) != mean(y)."""
-    nx, ny = len(x), len(y)
-    vx, vy = statistics.variance(x) / nx, statistics.variance(y) / ny
-    if vx + vy == 0:
-        return 0.0, float(nx + ny - 2), 1.0
-    t = (statistics.mean(x) - statistics.mean(y)) / math.sqrt(vx + vy)
-    df = (vx + vy) ** 2 / (vx ** 2 / (nx - 1) + vy ** 2 / (ny - 1))
-    return t, df, betainc(df / 2, 0.5, df / (df + t * t))
 
 
 def measure(base, writer, size):
@@ -143,7 +104,7 @@ def main():
     ap.add_argument("--jar", required=True)
     ap.add_argument("--native", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--rows", type=int, default=16000000)
+    ap.add_argument("--rows", type=int, default=24000000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--sizes", default="128m,32m", help="spark.sql.files.maxPartitionBytes values")
     ap.add_argument("--writers", default=",".join(WRITERS))
@@ -175,7 +136,7 @@ def main():
                 row = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
                 if ref and w != "mts" and len(xs) > 1 and not any(math.isnan(x) for x in xs):
                     ratios = [x / y for x, y in zip(xs, ref)]
-                    t, df, p = welch(xs, ref)
+                    t, p, df = welch(xs, ref)
                     row.update({"over_mts_median": statistics.median(ratios), "over_mts_min": min(ratios),
                                 "over_mts_max": max(ratios), "welch_t": t, "welch_df": df, "welch_p": p})
                 out["summary"].setdefault(size, {}).setdefault(metric, {})[w] = row
