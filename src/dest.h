@@ -108,6 +108,8 @@ typedef struct run_store {
     uint64_t off;
     run_index *runs;         /* oldest first */
     uint32_t nruns, runs_cap;
+    uint64_t spill_min;      /* const: the least held that put() spills */
+    uint64_t early_spills;   /* spills put() made because someone waited */
 } run_store;
 
 int runs_init(run_store *r, const dest_env *env);

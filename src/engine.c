@@ -518,14 +518,16 @@ void eng_release(eng_client *c, uint64_t n)
     pthread_mutex_unlock(&e->mu);
 }
 
-void eng_note_reclaimable(eng_client *c, int64_t delta)
+int eng_note_reclaimable(eng_client *c, int64_t delta)
 {
-    if (!delta) return;
+    if (!delta) return 0; /* also after the client is gone (a discard of nothing) */
     mts_engine *e = c->e;
     pthread_mutex_lock(&e->mu);
-    assert(delta > 0 || (uint64_t)-delta <= c->reclaimable);
+    assert(delta >= 0 || (uint64_t)-delta <= c->reclaimable);
     c->reclaimable = (uint64_t)((int64_t)c->reclaimable + delta);
+    int waiting = e->wait_head != NULL;
     pthread_mutex_unlock(&e->mu);
+    return waiting;
 }
 
 void eng_client_abort(eng_client *c)

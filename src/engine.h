@@ -122,8 +122,11 @@ void *eng_cache_take(eng_client *c, size_t size);
  * buffer's charge goes back to the budget. */
 void *eng_cache_take_paid(eng_client *c, size_t size);
 int eng_cache_give(eng_client *c, void *p, size_t size);
-/* Adds delta (may be negative) to the client's reclaimable bytes. */
-void eng_note_reclaimable(eng_client *c, int64_t delta);
+/* Adds delta (may be negative) to the client's reclaimable bytes. Returns
+ * whether some client waits for budget now: a holder of reclaimable bytes
+ * that can give them back cheaply should, rather than make the waiter stall
+ * until nothing is in flight. */
+int eng_note_reclaimable(eng_client *c, int64_t delta);
 /* Wakes the client's budget waiter with MTS_E_ABORTED; later acquires fail. */
 void eng_client_abort(eng_client *c);
 uint64_t eng_cap(const mts_engine *e);

@@ -20,6 +20,12 @@
 #include "dest.h"
 #include "fileio.h"
 
+/* The least a spill on the ordered writer writes: a sixteenth of the budget
+ * (with 2 MiB job outputs on the default 64 MiB, a run of at least two jobs),
+ * never under 256 KiB. */
+#define RUNS_SPILL_MIN_DIV 16u
+#define RUNS_SPILL_MIN_FLOOR (256u << 10)
+
 /* One partition's stretch in one run: 16 bytes. A run holds its partitions
  * contiguously in partition order from its base offset. */
 typedef struct run_entry {
@@ -104,6 +110,9 @@ static run_entry *new_entries(run_store *r, uint32_t count)
 
 /* ---- the destination -------------------------------------------------------- */
 
+static int spill_locked(run_store *r);
+
+
 static int runs_put(destination *d, chunk **c, uint32_t n)
 {
     run_store *r = (run_store *)d;
@@ -118,9 +127,17 @@ static int runs_put(destination *d, chunk **c, uint32_t n)
         charge += c[i]->charge;
     }
     r->held += charge;
-    eng_note_reclaimable(r->env->budget, (int64_t)charge);
+    int rc = 0;
+    /* Someone waits for budget: spill here, on the ordered writer, while the
+     * other workers go on compressing. Left to the waiter, the spill would
+     * come only once nothing is in flight anywhere: a stall of the whole
+     * pipeline. Below spill_min a spill is not worth its run. */
+    if (eng_note_reclaimable(r->env->budget, (int64_t)charge) && r->held >= r->spill_min) {
+        rc = spill_locked(r);
+        r->early_spills++;
+    }
     pthread_mutex_unlock(&r->mu);
-    return 0;
+    return rc;
 }
 
 static int spill_locked(run_store *r)
@@ -278,6 +295,7 @@ int runs_init(run_store *r, const dest_env *env)
     r->d.ops = &runs_ops;
     r->env = env;
     r->fd = -1;
+    r->spill_min = MTS_MAX(eng_cap(env->budget->e) / RUNS_SPILL_MIN_DIV, (uint64_t)RUNS_SPILL_MIN_FLOOR);
     int err = pthread_mutex_init(&r->mu, NULL);
     if (err) return -err;
     r->head = mts_calloc(env->nparts, sizeof *r->head);
