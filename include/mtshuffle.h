@@ -296,6 +296,20 @@ MTS_API int mts_reader_open(const mts_reader_options *opts, const char *const *d
 MTS_API int mts_reader_open_dir(const mts_reader_options *opts, const char *dir, int32_t shuffle_id,
                                 mts_reader **out, char *errbuf, size_t errbuf_len);
 
+/* A block reader: no map outputs; it decodes the blocks the caller hands over
+ * with mts_reader_add_block (a reducer that fetches blocks itself, as Spark's
+ * fetch machinery does), in the order given, on the engine, under its budget.
+ * mts_reader_start and mts_reader_queue are refused. */
+MTS_API int mts_reader_open_blocks(const mts_reader_options *opts, mts_reader **out, char *errbuf,
+                                   size_t errbuf_len);
+/* Appends a block: len stored bytes (codec streams, concatenated) at data,
+ * which the caller keeps alive and unchanged until the reader has moved past
+ * the block (next() handed out a piece of a later block, or returned 0 or an
+ * error), or until mts_reader_free. Its pieces carry `tag` as their range.
+ * Decoding may start at once. Begins a read if none is active (after next()
+ * returned 0 or failed). */
+MTS_API int mts_reader_add_block(mts_reader *r, const void *data, size_t len, uint32_t tag);
+
 MTS_API uint32_t mts_reader_num_maps(const mts_reader *r);
 MTS_API uint32_t mts_reader_num_partitions(const mts_reader *r);
 MTS_API const char *mts_reader_map_path(const mts_reader *r, uint32_t map);

@@ -33,6 +33,13 @@ void cursor_reset(mts_reader *r, cursor *c)
     c->verified = 0;
 }
 
+const char *cursor_name(const mts_reader *r, const cursor *c, char *buf, size_t len)
+{
+    if (!r->blocks) return r->maps[c->map].data_path;
+    snprintf(buf, len, "block %u (%llu bytes)", c->range, (unsigned long long)c->b);
+    return buf;
+}
+
 /* ---- units (engine jobs) ---------------------------------------------------------- */
 
 /* Checks the stored checksums of partitions [start, end) of map m. */
@@ -64,50 +71,51 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
     unit *u = (unit *)ej;
     pthread_mutex_lock(&r->mu);
     int live = r->gen == u->gen;
-    uint32_t start = 0, end = 0, map = 0;
-    uint64_t b = 0;
+    cursor seg = {0}; /* what the unit reads (const while it is BUSY), without its pieces and message */
     if (live) {
         const cursor *c = &r->cur[u->idx];
-        start = c->start;
-        end = c->end;
-        map = c->map;
-        b = c->b;
+        seg = (cursor){.map = c->map, .range = c->range, .start = c->start, .end = c->end, .base = c->base,
+                      .a = c->a, .b = c->b};
     }
     pthread_mutex_unlock(&r->mu);
-    const map_output *m = &r->maps[map];
+    const map_output *m = r->blocks || !live ? NULL : &r->maps[seg.map];
+    char name[64];
+    const char *what = live ? cursor_name(r, &seg, name, sizeof name) : "";
     char msg[MTS_MSG_CAP] = "";
     uint64_t t0 = mts_now_ns();
     int rc = 0, done = 0, published = 0;
     piece *p = NULL;
-    if (live && !u->verified) {
-        rc = verify_segment(r, m, start, end, msg, sizeof msg);
-        u->verified = 1;
-    }
+    if (m && !u->verified) rc = verify_segment(r, m, seg.start, seg.end, msg, sizeof msg);
+    u->verified = 1;
     if (live && rc == 0) {
         size_t size = u->codec == MTS_CODEC_NONE ? sizeof *p : u->charge; /* paid at submit */
         p = size >= CACHED_PIECE ? eng_cache_take_paid(&r->client, size) : NULL;
         if (!p) p = mts_malloc(size);
-        if (!p) rc = mts_msg(msg, sizeof msg, MTS_E_NOMEM, "%s: allocate a %llu-byte piece", m->data_path,
+        if (!p) rc = mts_msg(msg, sizeof msg, MTS_E_NOMEM, "%s: allocate a %llu-byte piece", what,
                              (unsigned long long)u->charge);
     }
     if (p && u->codec == MTS_CODEC_NONE) { /* zero-copy: the rest of the segment */
-        *p = (piece){NULL, m->base + u->pos, (size_t)(b - u->pos), u->charge};
-        u->pos = b;
+        *p = (piece){NULL, seg.base + u->pos, (size_t)(seg.b - u->pos), u->charge};
+        u->pos = seg.b;
         done = 1;
     } else if (p) {
         *p = (piece){NULL, p->buf, 0, u->charge};
         uint64_t bad = 0;
         size_t out = 0;
-        rc = codec_get(u->codec)->step(&u->dstate, m->base, b, &u->pos, p->buf, u->charge - sizeof *p, &out, &bad);
+        rc = codec_get(u->codec)->step(&u->dstate, seg.base, seg.b, &u->pos, p->buf, u->charge - sizeof *p, &out, &bad);
         p->len = out;
         done = rc == 1;
-        if (rc == MTS_E_CORRUPT) {
-            uint32_t at = partition_at(m, start, end, bad);
+        if (rc == MTS_E_CORRUPT && m) {
+            uint32_t at = partition_at(m, seg.start, seg.end, bad);
             mts_msg(msg, sizeof msg, rc, "%s: partition %u: corrupt %s stream at offset %llu (partition starts at %llu)",
-                    m->data_path, at, mts_codec_name(u->codec), (unsigned long long)bad,
-                    (unsigned long long)m->off[at]);
+                    what, at, mts_codec_name(u->codec), (unsigned long long)bad, (unsigned long long)m->off[at]);
+        } else if (rc == MTS_E_CORRUPT) {
+            mts_msg(msg, sizeof msg, rc, "%s: corrupt %s stream at offset %llu", what, mts_codec_name(u->codec),
+                    (unsigned long long)bad);
+        } else if (rc < 0 && m) {
+            mts_msg(msg, sizeof msg, rc, "%s: partitions %u..%u", what, seg.start, seg.end - 1);
         } else if (rc < 0) {
-            mts_msg(msg, sizeof msg, rc, "%s: partitions %u..%u", m->data_path, start, end - 1);
+            mts_msg(msg, sizeof msg, rc, "%s", what);
         }
         rc = rc < 0 ? rc : 0;
     }
@@ -158,7 +166,7 @@ static uint64_t unit_charge(const mts_reader *r, uint32_t j)
 {
     const cursor *c = &r->cur[j];
     if (c->codec == MTS_CODEC_NONE) return sizeof(piece);
-    size_t need = codec_get(c->codec)->step_need(r->maps[c->map].base, c->b, c->pos);
+    size_t need = codec_get(c->codec)->step_need(c->base, c->b, c->pos);
     return sizeof(piece) + MTS_MAX((uint64_t)r->o.piece_size, (uint64_t)need);
 }
 
@@ -205,9 +213,11 @@ int schedule(mts_reader *r, int may_block)
             did = 1;
             continue;
         }
+        char name[64];
+        const char *what = cursor_name(r, &r->cur[j], name, sizeof name);
         if (rc < 0)
             return mts_msg(r->msg, sizeof r->msg, rc, "%s: a %llu-byte piece (an lz4 block at offset %llu) exceeds "
-                           "the budget of %llu bytes", r->maps[r->cur[j].map].data_path, (unsigned long long)charge,
+                           "the budget of %llu bytes", what, (unsigned long long)charge,
                            (unsigned long long)r->cur[j].pos, (unsigned long long)eng_cap(r->engine));
         if (j != r->frontier || r->inflight || !may_block) break; /* wait for what is in flight */
         drop_lookahead(r);
@@ -215,7 +225,7 @@ int schedule(mts_reader *r, int may_block)
         pthread_mutex_unlock(&r->mu);
         rc = eng_acquire(&r->client, charge); /* holds nothing the caller must give back */
         pthread_mutex_lock(&r->mu);
-        if (rc < 0) return mts_msg(r->msg, sizeof r->msg, rc, "%s: wait for budget", r->maps[r->cur[j].map].data_path);
+        if (rc < 0) return mts_msg(r->msg, sizeof r->msg, rc, "%s: wait for budget", what);
         if (gen != r->gen || r->cur[j].state != CUR_IDLE) {
             eng_release(&r->client, charge);
             return 1;

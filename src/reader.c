@@ -155,6 +155,14 @@ int mts_reader_open_dir(const mts_reader_options *opts, const char *dir, int32_t
     return rc;
 }
 
+int mts_reader_open_blocks(const mts_reader_options *opts, mts_reader **out, char *err, size_t errlen)
+{
+    if (!out) return MTS_E_ARG;
+    int rc = mts_reader_open(opts, NULL, 0, out, err, errlen);
+    if (rc == 0) (*out)->blocks = 1;
+    return rc;
+}
+
 uint32_t mts_reader_num_maps(const mts_reader *r) { return r ? r->nmaps : 0; }
 uint32_t mts_reader_num_partitions(const mts_reader *r) { return r ? r->nparts : 0; }
 
@@ -213,7 +221,7 @@ static int queue_locked(mts_reader *r, uint32_t start, uint32_t end)
         const map_output *m = &r->maps[j];
         uint64_t a = m->off[start], b = m->off[end];
         cursor *c = &r->cur[r->ncur++];
-        *c = (cursor){.map = j, .range = r->nranges, .start = start, .end = end, .a = a, .b = b,
+        *c = (cursor){.map = j, .range = r->nranges, .start = start, .end = end, .base = m->base, .a = a, .b = b,
                       .state = a == b ? CUR_DONE : CUR_IDLE, .codec = r->o.codec, .pos = a};
         if (a != b && c->codec == MTS_CODEC_AUTO) c->codec = layout_sniff(m->base + a, b - a);
     }
@@ -223,6 +231,9 @@ static int queue_locked(mts_reader *r, uint32_t start, uint32_t end)
 
 static int check_range(mts_reader *r, const char *op, uint32_t start, uint32_t end)
 {
+    if (r->blocks)
+        return mts_msg(r->msg, sizeof r->msg, MTS_E_ARG, "%s: a block reader reads the blocks it is given "
+                       "(mts_reader_add_block), not partitions", op);
     if (start >= end || end > r->nparts)
         return mts_msg(r->msg, sizeof r->msg, MTS_E_RANGE, "%s: partitions [%u, %u) are not a range within 0..%u",
                        op, start, end, r->nparts);
@@ -249,6 +260,47 @@ int mts_reader_queue(mts_reader *r, uint32_t start, uint32_t end)
     if (rc == 0) (void)schedule(r, 0); /* decoding may start now; a failure shows in next() */
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+int mts_reader_add_block(mts_reader *r, const void *data, size_t len, uint32_t tag)
+{
+    if (!r) return MTS_E_ARG;
+    if (!r->blocks)
+        return mts_msg(r->msg, sizeof r->msg, MTS_E_ARG, "add_block: the reader reads map outputs, not blocks");
+    if (!data && len)
+        return mts_msg(r->msg, sizeof r->msg, MTS_E_ARG, "add_block: block %u: NULL data of %zu bytes", tag, len);
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    if (!r->active) {
+        end_read_locked(r);
+        r->err = 0;
+        r->msg[0] = 0;
+        r->active = 1;
+    }
+    if (r->frontier >= 64 && r->inflight == 0) { /* forget the blocks handed out: units name cursors by index */
+        memmove(r->cur, r->cur + r->frontier, (size_t)(r->ncur - r->frontier) * sizeof *r->cur);
+        r->ncur -= r->frontier;
+        r->frontier = 0;
+    }
+    if (r->ncur == r->capcur) {
+        uint32_t cap = r->capcur >= UINT32_MAX / 2 ? UINT32_MAX : 2 * r->capcur;
+        cursor *grown = cap > r->capcur ? mts_realloc(r->cur, (size_t)cap * sizeof *grown) : NULL;
+        if (!grown) {
+            rc = mts_msg(r->msg, sizeof r->msg, MTS_E_NOMEM, "add_block: block %u: allocate %u cursors", tag, cap);
+            pthread_mutex_unlock(&r->mu);
+            return rc;
+        }
+        r->cur = grown;
+        r->capcur = cap;
+    }
+    cursor *c = &r->cur[r->ncur++];
+    *c = (cursor){.range = tag, .base = data, .a = 0, .b = len, .state = len ? CUR_IDLE : CUR_DONE,
+                  .codec = r->o.codec, .pos = 0};
+    if (len && c->codec == MTS_CODEC_AUTO) c->codec = layout_sniff(data, len);
+    r->nranges++;
+    (void)schedule(r, 0); /* decoding may start now; a failure shows in next() */
+    pthread_mutex_unlock(&r->mu);
+    return 0;
 }
 
 int mts_reader_next(mts_reader *r, mts_read_piece *out)

@@ -26,11 +26,13 @@ typedef struct piece {
 
 typedef enum { CUR_IDLE, CUR_BUSY, CUR_DONE, CUR_FAILED } cur_state;
 
-/* One map's segment of one range of the current read. */
+/* One map's segment of one range of the current read, or one block handed
+ * over by the caller (a block reader). */
 typedef struct cursor {
-    uint32_t map, range;  /* range: its index in the read's queue */
-    uint32_t start, end;  /* the range's partitions */
-    uint64_t a, b;        /* the segment: bytes [a, b) of the map's data file */
+    uint32_t map, range;  /* range: its index in the read's queue; a block's tag */
+    uint32_t start, end;  /* the range's partitions; a block: 0, 0 */
+    const unsigned char *base; /* the map's mapped data file; a block's own bytes */
+    uint64_t a, b;        /* the segment: bytes [a, b) from base */
     cur_state state;
     mts_codec codec;
     uint64_t pos;       /* next stored byte (offset in the data file); unit's while BUSY */
@@ -56,6 +58,7 @@ struct mts_reader {
     mts_reader_options o;
     map_output *maps;
     uint32_t nmaps, nparts;
+    int blocks;            /* const: opened by mts_reader_open_blocks, no map outputs */
     mts_engine *engine;
     eng_client client;
     int client_up;
@@ -81,6 +84,8 @@ extern const eng_client_ops reader_client_ops;
 /* decode.c; all with reader.mu held */
 void piece_free(mts_reader *r, piece *p);
 void cursor_reset(mts_reader *r, cursor *c);
+/* What a message calls cursor c's bytes: its map's data file, or its block. */
+const char *cursor_name(const mts_reader *r, const cursor *c, char *buf, size_t len);
 /* Submits the units the budget allows; 1 if any was submitted, < 0 on
  * failure. may_block: the caller holds no piece, so the frontier may wait
  * for budget (reader.mu is released meanwhile). */
