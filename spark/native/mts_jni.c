@@ -1,4 +1,5 @@
-/* JNI binding of org.mtshuffle.NativeShuffleWriter over the public API.
+/* JNI binding of org.mtshuffle.NativeEngine, NativeShuffleWriter and
+ * NativeBlockReader over the public API.
  *
  * The JVM serialises records into large direct buffers, each record an int
  * partition id and an int length (big-endian, as DataOutputStream writes
@@ -18,6 +19,7 @@
 #include "mtshuffle.h"
 #include "org_mtshuffle_NativeEngine.h" /* javac -h: the native methods' prototypes */
 #include "org_mtshuffle_NativeShuffleWriter.h"
+#include "org_mtshuffle_NativeBlockReader.h"
 
 /* What a Java handle points at. */
 typedef struct jni_writer {
@@ -289,4 +291,113 @@ JNIEXPORT void JNICALL Java_org_mtshuffle_NativeShuffleWriter_free(JNIEnv *env, 
     if (!jw) return;
     mts_writer_free(jw->w);
     free(jw);
+}
+
+/* ---- org.mtshuffle.NativeBlockReader ------------------------------------- */
+
+static mts_reader *reader_handle(JNIEnv *env, jlong h, const char *what)
+{
+    mts_reader *r = (mts_reader *)(intptr_t)h;
+    if (!r) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "%s: the block reader is closed", what);
+        throw_named(env, "java/lang/IllegalStateException", msg);
+    }
+    return r;
+}
+
+static void throw_reader(JNIEnv *env, mts_reader *r, int rc, const char *what)
+{
+    char msg[1200];
+    snprintf(msg, sizeof msg, "mtshuffle %s: %s (%s, code %d)", what, mts_reader_error(r), mts_strerror(rc), rc);
+    throw_named(env, rc == MTS_E_ARG ? "java/lang/IllegalArgumentException" : "java/io/IOException", msg);
+}
+
+JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeBlockReader_open(JNIEnv *env, jclass cls, jlong engine, jint codec,
+    jint piece_size)
+{
+    (void)cls;
+    if (!engine || codec < MTS_CODEC_NONE || codec > MTS_CODEC_ZSTD || piece_size < 4096) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "mtshuffle block reader: engine %s, codec %d (0..2), pieceSize %d (>= 4096)",
+                 engine ? "set" : "missing", (int)codec, (int)piece_size);
+        throw_named(env, "java/lang/IllegalArgumentException", msg);
+        return 0;
+    }
+    mts_reader_options o;
+    mts_reader_options_init(&o);
+    o.engine = (mts_engine *)(intptr_t)engine;
+    o.codec = (mts_codec)codec;
+    o.piece_size = (uint32_t)piece_size;
+    o.verify_checksums = 0; /* a block carries no checksum file; codec checks still apply */
+    mts_reader *r = NULL;
+    char err[1024];
+    int rc = mts_reader_open_blocks(&o, &r, err, sizeof err);
+    if (rc < 0) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "mtshuffle block reader: %s", err);
+        throw_named(env, rc == MTS_E_ARG ? "java/lang/IllegalArgumentException" : "java/io/IOException", msg);
+        return 0;
+    }
+    return (jlong)(intptr_t)r;
+}
+
+JNIEXPORT void JNICALL Java_org_mtshuffle_NativeBlockReader_add(JNIEnv *env, jclass cls, jlong h, jobject buf,
+    jint length, jint tag)
+{
+    (void)cls;
+    mts_reader *r = reader_handle(env, h, "add");
+    jlong cap;
+    const unsigned char *b = r ? direct(env, buf, &cap, "add") : NULL;
+    if (!b) return;
+    if (length < 0 || length > cap || tag < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "add: length %d is not within the buffer's capacity %lld, or tag %d < 0", (int)length,
+                 (long long)cap, (int)tag);
+        throw_named(env, "java/lang/IllegalArgumentException", msg);
+        return;
+    }
+    int rc = mts_reader_add_block(r, b, (size_t)length, (uint32_t)tag);
+    if (rc < 0) throw_reader(env, r, rc, "add");
+}
+
+JNIEXPORT jobject JNICALL Java_org_mtshuffle_NativeBlockReader_next(JNIEnv *env, jclass cls, jlong h, jintArray tag)
+{
+    (void)cls;
+    mts_reader *r = reader_handle(env, h, "next");
+    if (!r) return NULL;
+    if (!tag || (*env)->GetArrayLength(env, tag) < 1) {
+        throw_named(env, "java/lang/IllegalArgumentException", "next: tag must be an int[1]");
+        return NULL;
+    }
+    mts_read_piece pc;
+    int rc = mts_reader_next(r, &pc);
+    if (rc < 0) {
+        throw_reader(env, r, rc, "read block");
+        return NULL;
+    }
+    if (rc == 0) return NULL;
+    jint t = (jint)pc.range;
+    (*env)->SetIntArrayRegion(env, tag, 0, 1, &t);
+    return (*env)->NewDirectByteBuffer(env, (void *)(uintptr_t)pc.data, (jlong)pc.len);
+}
+
+JNIEXPORT jlongArray JNICALL Java_org_mtshuffle_NativeBlockReader_stats(JNIEnv *env, jclass cls, jlong h)
+{
+    (void)cls;
+    mts_reader *r = reader_handle(env, h, "stats");
+    mts_reader_stats st;
+    if (!r || mts_reader_get_stats(r, &st) < 0) return NULL;
+    jlong v[5] = {(jlong)st.bytes_stored, (jlong)st.bytes_decoded, (jlong)st.decode_ns, (jlong)st.wait_ns,
+                  (jlong)st.peak_bytes_held};
+    jlongArray out = (*env)->NewLongArray(env, 5);
+    if (out) (*env)->SetLongArrayRegion(env, out, 0, 5, v);
+    return out;
+}
+
+JNIEXPORT void JNICALL Java_org_mtshuffle_NativeBlockReader_free(JNIEnv *env, jclass cls, jlong h)
+{
+    (void)env;
+    (void)cls;
+    mts_reader_free((mts_reader *)(intptr_t)h);
 }

@@ -141,6 +141,13 @@ elif scenario == "skew":
          .select(*[F.count(c).alias(c) for c in cols]).collect()[0].asDict()
     times.append(time.time() - t0)
     res["skew_query"] = q
+elif scenario == "skew_read":
+    # a skewed reduce stage: half the rows in partition 0 of 8, so that its reduce task runs alone at the end
+    hot = F.when(F.col("ss_item_sk") % 2 == 0, F.lit(0)).otherwise(F.col("ss_item_sk") % 7 + 1)
+    t0 = time.time()
+    q = t.select(*cols).repartition(8, hot).select(*[F.count(c).alias(c) for c in cols]).collect()[0].asDict()
+    times.append(time.time() - t0)
+    res["skew_read_query"] = q
 elif scenario == "floor":
     # the seed query's map side without its exchange: the scan, the partition id of every row, a count
     t0 = time.time()
@@ -245,8 +252,11 @@ def check_corruption(base):
     if not any("FetchFailed" in m and "is corrupted due to DISK_ISSUE" in m for m in r["failures"]):
         raise SystemExit("e2e: the flipped byte in %s did not end in a fetch failure diagnosed as DISK_ISSUE: %s"
                          % (r["file"], r["failures"]))
-    print("e2e: a byte flipped in %s: fetch failed, diagnosed by Spark's checksum as DISK_ISSUE, stage retried, "
-          "count unchanged" % r["file"])
+    # found by the plugin's reader: the engine's decoder named the corrupt block
+    if not any("corrupt lz4 stream" in m and "mtshuffle read block" in m for m in r["failures"]):
+        raise SystemExit("e2e: the corrupt block was not found by the plugin's reader: %s" % r["failures"])
+    print("e2e: a byte flipped in %s: the reader's decoder found it, fetch failed, diagnosed by Spark's checksum "
+          "as DISK_ISSUE, stage retried, count unchanged" % r["file"])
 
 
 def spark_classpath():
@@ -279,9 +289,11 @@ def record_paths(base, rows, reps):
 
 
 def check_plugin(base, want):
-    """Committed through a shuffle I/O plugin that offers no single-file writer: partition by partition."""
+    """Committed through a shuffle I/O plugin that offers no single-file writer: partition by partition;
+    read back by Spark's own reader (the plugin's reader turned off: its fallback)."""
     r = run(dict(base, mode="mts", seed_only=True, extra_jars=[test_jar(base["work"], base["jar"])],
-                 conf={"spark.shuffle.sort.io.plugin.class": "org.mtshuffle.test.PartitionWritersDataIO"}))
+                 conf={"spark.shuffle.sort.io.plugin.class": "org.mtshuffle.test.PartitionWritersDataIO",
+                       "spark.mtshuffle.reader.enabled": "false"}))
     if r["seed_query"] != want:
         raise SystemExit("e2e: through a plugin's partition writers the seed query differs")
     base_dir = os.path.join(base["work"], "worker", r["app"])
@@ -289,8 +301,10 @@ def check_plugin(base, want):
                for ex in os.listdir(base_dir))
     if took == 0:
         raise SystemExit("e2e: the plugin's partition writers were not used")
+    if not log_lines(base["work"], r["app"], "is read by Spark's reader: spark.mtshuffle.reader.enabled is false"):
+        raise SystemExit("e2e: with the plugin's reader off, no executor logged Spark's reader")
     print("e2e: a shuffle I/O plugin without a single-file writer took %d map outputs partition by partition; "
-          "seed query identical" % took)
+          "read by Spark's reader (the plugin's reader off); seed query identical" % took)
 
 
 def check_malformed(base):
@@ -342,6 +356,17 @@ def engine_starts(work, app):
     return out
 
 
+def log_lines(work, app, text):
+    """Lines of the application's executor logs that contain text."""
+    base = os.path.join(work, "worker", app)
+    out = []
+    for ex in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        log = os.path.join(base, ex, "stderr")
+        if os.path.exists(log):
+            out += [l for l in open(log, errors="replace").read().splitlines() if text in l]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--jar", required=True)
@@ -379,6 +404,10 @@ def main():
     if not engines or any(n != 1 for n in engines.values()):
         raise SystemExit("e2e: expected one engine started per executor, found %s" % engines)
     print("e2e: one engine per executor JVM (%s), native library from the jar" % engines)
+    read = log_lines(a.work, out["mts"]["app"], "is read through the executor engine")
+    if not read or log_lines(a.work, out["mts"]["app"], "is read by Spark's reader"):
+        raise SystemExit("e2e: the reduce side did not read every shuffle through the engine: %s" % read)
+    print("e2e: every shuffle's reducers read through the executor engine (%d shuffles)" % len(read))
     if a.kill:
         killed = run(dict(base, mode="mts-classpath", kill="map", reps=1))
         if killed["seed_query"] != out["spark"]["seed_query"]:

@@ -7,6 +7,8 @@ repartition(200, date, time), every column counted) written by four writers:
   spark-sort     Spark's serialized sort writer (UnsafeShuffleWriter): bypassMergeThreshold 100 < 200
   mts            mtshuffle (streaming strategy)
   mts-baseline   mtshuffle's baseline strategy (a file per partition, then one copy)
+  mts-sparkreader  mtshuffle's writer, Spark's reader (spark.mtshuffle.reader.enabled=false): what the
+                 reduce side gains from reading through the engine
 
 at each task size (spark.sql.files.maxPartitionBytes), interleaved: every
 repetition runs every writer at every size, the writers' order rotating from
@@ -14,7 +16,9 @@ one repetition to the next. Each run is its own application; measured from
 Spark's REST API: query wall time, the map stage's summed task run time
 (executorRunTime), the 200-task stage's summed task run time (one row per
 task), the executor's peak process-tree RSS (MiB) and, in a second query whose first exchange puts 80% of the rows into
-one partition, the skewed map stage's wall time. "floor" (not a writer) runs
+one partition, the skewed map stage's wall time; and in a third, whose exchange puts half the rows
+into one of 8 partitions, the skewed reduce stage's wall time and summed task run time (its big
+task reads alone at the end). "floor" (not a writer) runs
 the map side without its exchange: the scan, every row's partition id and a
 count, so that map task time minus the floor is what writing costs. Medians, ratios against
 mtshuffle, and Welch's t-test (two-sided) per metric.
@@ -34,10 +38,13 @@ WRITERS = {
     "spark-sort": {"mode": "spark", "conf": {"spark.shuffle.sort.bypassMergeThreshold": "100"}},
     "mts": {"mode": "mts", "conf": {}},
     "mts-baseline": {"mode": "mts", "conf": {"spark.mtshuffle.strategy": "baseline"}},
+    # mtshuffle's writer with Spark's reader: the reduce side's reference
+    "mts-sparkreader": {"mode": "mts", "conf": {"spark.mtshuffle.reader.enabled": "false"}},
     # not a writer: the map stage's work without the exchange (scan, partition ids, a count), its floor
     "floor": {"mode": "spark", "conf": {}},
 }
-METRICS = ("query_s", "map_task_s", "tiny_task_s", "skew_stage_s", "skew_query_s", "executor_rss_mib")
+METRICS = ("query_s", "map_task_s", "tiny_task_s", "skew_stage_s", "skew_query_s", "executor_rss_mib",
+           "skew_read_stage_s", "skew_read_task_s")
 
 
 def measure(base, writer, size):
@@ -52,7 +59,7 @@ def measure(base, writer, size):
         return {"query_s": r["seed_query_seconds"][0], "map_task_s": scan["executor_run_time_ms"] / 1e3,
                 "map_stage_s": scan["duration_ms"] / 1e3, "map_tasks": scan["num_tasks"], "shuffle_bytes": 0,
                 "tiny_task_s": nan, "skew_stage_s": nan, "skew_query_s": nan, "executor_rss_mib": nan,
-                "result": None, "skew_result": None}
+                "skew_read_stage_s": nan, "skew_read_task_s": nan, "result": None, "skew_result": None}
     r = e2e.run(dict(base, mode=w["mode"], seed_only=True, conf=conf))
     if not r["manager"].endswith("MtsShuffleManager" if w["mode"] == "mts" else "SortShuffleManager"):
         raise SystemExit("spark_bench: %s ran with %s" % (writer, r["manager"]))
@@ -62,13 +69,17 @@ def measure(base, writer, size):
     s = e2e.run(dict(base, mode=w["mode"], scenario="skew", conf=conf))
     # the skewed stage: the second exchange's map stage, the stage that reads 4 partitions and writes most
     skewed = max((x for x in s["stages"] if x["num_tasks"] == 4), key=lambda x: x["shuffle_write_bytes"])
+    # the skewed reduce stage: 8 tasks reading the shuffle, one of them half of it
+    sr = e2e.run(dict(base, mode=w["mode"], scenario="skew_read", conf=conf))
+    rd = max((x for x in sr["stages"] if x["num_tasks"] == 8), key=lambda x: x["shuffle_read_bytes"])
     return {"query_s": r["seed_query_seconds"][0], "map_task_s": mapst["executor_run_time_ms"] / 1e3,
             "map_stage_s": mapst["duration_ms"] / 1e3, "map_tasks": mapst["num_tasks"],
             "shuffle_bytes": mapst["shuffle_write_bytes"],
             "tiny_task_s": tiny[0]["executor_run_time_ms"] / 1e3 if tiny else float("nan"),
             "skew_stage_s": skewed["duration_ms"] / 1e3, "skew_query_s": s["seed_query_seconds"][0],
             "executor_rss_mib": max(e["ProcessTreeJVMRSSMemory"] for e in r["executor_peaks"]) / 2 ** 20,
-            "result": r["seed_query"], "skew_result": s["skew_query"]}
+            "skew_read_stage_s": rd["duration_ms"] / 1e3, "skew_read_task_s": rd["executor_run_time_ms"] / 1e3,
+            "result": r["seed_query"], "skew_result": [s["skew_query"], sr["skew_read_query"]]}
 
 
 def report(path):
@@ -120,13 +131,15 @@ def main():
         for size, w in itertools.product(sizes, order):
             m = measure(base, w, size)
             runs[size][w].append(m)
-            print("rep %d size %s %-13s query %6.2f s, map tasks %6.2f s (%d tasks, %d bytes), tiny stage tasks "
-                  "%5.2f s, skewed stage %5.2f s" % (rep, size, w, m["query_s"], m["map_task_s"], m["map_tasks"],
-                                                       m["shuffle_bytes"], m["tiny_task_s"], m["skew_stage_s"]),
+            print("rep %d size %s %-15s query %6.2f s, map tasks %6.2f s (%d tasks, %d bytes), tiny stage tasks "
+                  "%5.2f s, skewed stage %5.2f s, skewed read stage %5.2f s (tasks %5.2f s)" % (
+                      rep, size, w, m["query_s"], m["map_task_s"], m["map_tasks"], m["shuffle_bytes"],
+                      m["tiny_task_s"], m["skew_stage_s"], m["skew_read_stage_s"], m["skew_read_task_s"]),
                   flush=True)
     out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "runs": runs, "summary": {}}
     for size in sizes:
-        results = {json.dumps(m["result"], sort_keys=True) for w in writers for m in runs[size][w] if w != "floor"}
+        results = {json.dumps([m["result"], m["skew_result"]], sort_keys=True)
+                   for w in writers for m in runs[size][w] if w != "floor"}
         if len(results) != 1:
             raise SystemExit("spark_bench: the writers' results differ at %s: %s" % (size, results))
         for metric in METRICS:

@@ -18,10 +18,18 @@ import org.mtshuffle.NativeShuffleWriter;
  * spark.mtshuffle.bufferSize        each running task's direct buffer of serialized records; default 8m
  * spark.mtshuffle.strategy          streaming (default) or baseline (a temp file per partition, then
  *                                   one copy: the design mtshuffle replaces, kept to compare)
+ * spark.mtshuffle.reader.enabled    reduce side: fetched blocks decompressed on the executor's engine
+ *                                   (MtsShuffleReader); default true
+ * spark.mtshuffle.reader.lookAhead  stored bytes of fetched blocks each reduce task copies out of
+ *                                   Spark's fetch buffers and hands to the engine ahead of the block
+ *                                   it deserialises; default 8m
+ * spark.mtshuffle.reader.pieceSize  decoded bytes per piece the engine hands a reduce task; default 256k
  * </pre>
  * Off-heap memory this needs, which spark.executor.memoryOverhead must cover:
  * maxBytesInFlight + bufferSize x (tasks running at once) + 4 MiB x (tasks
- * running at once) + 1 MiB x threads (README.md, "The Spark plugin").
+ * running at once) + 1 MiB x threads (README.md, "The Spark plugin"); a
+ * reduce task holds reader.lookAhead of stored bytes (plus one block, when a
+ * block is larger) outside the budget, and decoded pieces inside it.
  */
 final class MtsConf {
     static final String THREADS = "spark.mtshuffle.threads";
@@ -30,6 +38,9 @@ final class MtsConf {
     static final String BUFFER_SIZE = "spark.mtshuffle.bufferSize";
     static final String BUFFER_SIZE_DEFAULT = "8m";
     static final String STRATEGY = "spark.mtshuffle.strategy";
+    static final String READER_ENABLED = "spark.mtshuffle.reader.enabled";
+    static final String READER_LOOK_AHEAD = "spark.mtshuffle.reader.lookAhead";
+    static final String READER_PIECE_SIZE = "spark.mtshuffle.reader.pieceSize";
 
     final int threads;
     final long maxBytesInFlight;
@@ -42,6 +53,11 @@ final class MtsConf {
     final int lz4BlockSize;
     final int checksum;
     final boolean sync;
+    final boolean readerEnabled;
+    final long readerLookAhead;
+    final int readerPieceSize;
+    /** Spark's name of the checksum algorithm, null when checksums are off. */
+    final String checksumName;
 
     /** The executor's task slots: spark.executor.cores where set; else the --cores its backend was
      *  started with (standalone, YARN and Kubernetes executors all get one); else the JVM's processors. */
@@ -88,8 +104,10 @@ final class MtsConf {
         lz4BlockSize = (int) conf.getSizeAsBytes("spark.io.compression.lz4.blockSize", "32k");
         if (!conf.getBoolean("spark.shuffle.checksum.enabled", true)) {
             checksum = NativeShuffleWriter.CHECKSUM_NONE;
+            checksumName = null;
         } else {
             String a = conf.get("spark.shuffle.checksum.algorithm", "ADLER32").toUpperCase(Locale.ROOT);
+            checksumName = a;
             switch (a) {
                 case "ADLER32": checksum = NativeShuffleWriter.CHECKSUM_ADLER32; break;
                 case "CRC32": checksum = NativeShuffleWriter.CHECKSUM_CRC32; break;
@@ -99,5 +117,14 @@ final class MtsConf {
             }
         }
         sync = conf.getBoolean("spark.shuffle.sync", false);
+        readerEnabled = conf.getBoolean(READER_ENABLED, true);
+        readerLookAhead = conf.getSizeAsBytes(READER_LOOK_AHEAD, "8m");
+        if (readerLookAhead < 0 || readerLookAhead > (1L << 31))
+            throw new IllegalArgumentException(READER_LOOK_AHEAD + " = " + readerLookAhead + ": must be in 0..2g");
+        long piece = conf.getSizeAsBytes(READER_PIECE_SIZE, "256k");
+        if (piece < 4096 || piece > (64L << 20) || piece * 2 > maxBytesInFlight)
+            throw new IllegalArgumentException(READER_PIECE_SIZE + " = " + piece
+                    + ": must be in 4k..64m and at most half of " + MAX_BYTES_IN_FLIGHT);
+        readerPieceSize = (int) piece;
     }
 }

@@ -13,12 +13,15 @@ import org.apache.spark.shuffle.BaseShuffleHandle;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleDataIOUtils;
 import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
 import org.apache.spark.shuffle.api.ShuffleExecutorComponents;
 import org.apache.spark.shuffle.sort.SortShuffleManager;
 import org.mtshuffle.NativeEngine;
 import org.mtshuffle.NativeLibrary;
+import org.mtshuffle.NativeShuffleWriter;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.Tuple2;
@@ -38,13 +41,18 @@ import scala.Tuple2;
  * and the external shuffle service read the result. What it cannot serve
  * (map-side combine, a serializer whose records cannot be relocated, IO
  * encryption, a codec other than lz4/zstd) goes to Spark's sort shuffle, with
- * a log line saying why. Everything else (readers, unregistering, the
- * resolver) is Spark's sort shuffle.
+ * a log line saying why. Reduce tasks read through MtsShuffleReader (blocks
+ * fetched by Spark, decompressed on the same engine) unless
+ * spark.mtshuffle.reader.enabled is false or it cannot serve (IO encryption,
+ * a codec other than lz4/zstd, uncompressed shuffle output, push-based
+ * shuffle's merged blocks): then Spark's reader, again with a log line.
+ * Everything else (unregistering, the resolver) is Spark's sort shuffle.
  */
 public class MtsShuffleManager extends SortShuffleManager {
     private static final Logger LOG = LoggerFactory.getLogger(MtsShuffleManager.class);
     private final SparkConf conf;
     private final ConcurrentHashMap<Integer, Boolean> reported = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<Integer, Boolean> readReported = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Integer, Set<Long>> ourMaps = new ConcurrentHashMap<>();
     private MtsConf settings;                    /* guarded by this */
     private NativeEngine engine;                 /* guarded by this: the executor's, from the first task */
@@ -117,12 +125,43 @@ public class MtsShuffleManager extends SortShuffleManager {
                 handle.shuffleId(), mapId, d, metrics);
     }
 
+    /** Why reduce tasks of a dependency cannot read through the engine, or null. */
+    String readerRefusal(ShuffleDependency<?, ?, ?> dep) {
+        if (!settings().readerEnabled) return MtsConf.READER_ENABLED + " is false";
+        if (conf.getBoolean("spark.io.encryption.enabled", false)) return "IO encryption is on";
+        if (settings().codec != NativeShuffleWriter.CODEC_LZ4 && settings().codec != NativeShuffleWriter.CODEC_ZSTD)
+            return "codec " + settings().codecName + " is not lz4 or zstd";
+        if (dep.isShuffleMergeFinalizedMarked()) return "push-based shuffle's merged blocks";
+        return null;
+    }
+
+    @Override
+    public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex, int endMapIndex,
+                                                int startPartition, int endPartition, TaskContext context,
+                                                ShuffleReadMetricsReporter metrics) {
+        @SuppressWarnings("unchecked")
+        BaseShuffleHandle<K, ?, C> h = (BaseShuffleHandle<K, ?, C>) handle;
+        String why = readerRefusal(h.dependency());
+        boolean first = readReported.putIfAbsent(handle.shuffleId(), Boolean.TRUE) == null;
+        if (why != null) {
+            if (first) LOG.warn("mtshuffle: shuffle {} is read by Spark's reader: {}", handle.shuffleId(), why);
+            return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+        }
+        if (first)
+            LOG.info("mtshuffle: shuffle {} is read through the executor engine (codec {})", handle.shuffleId(),
+                    settings().codecName);
+        return new MtsShuffleReader<>(this, settings(), h, SparkEnv.get().mapOutputTracker().getMapSizesByExecutorId(
+                handle.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition), context, metrics,
+                SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
+    }
+
     @Override
     public boolean unregisterShuffle(int shuffleId) {
         Set<Long> maps = ourMaps.remove(shuffleId);
         if (maps != null)
             for (long m : maps) ((IndexShuffleBlockResolver) shuffleBlockResolver()).removeDataByMap(shuffleId, m);
         reported.remove(shuffleId);
+        readReported.remove(shuffleId);
         return super.unregisterShuffle(shuffleId);
     }
 
