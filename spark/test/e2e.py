@@ -3,9 +3,13 @@
 the seed's query (a store_sales-like Parquet table, repartitioned on two key
 columns into 200 partitions, every column counted), a group-by and a join,
 each run with Spark's own shuffle and with mtshuffle's ShuffleManager:
-results must be identical. Then the record paths (RecordPathBench), a shuffle
-I/O plugin without a single-file writer, a byte flipped in a committed data
-file and speculative attempts (README.md, "Spark plugin"). With --kill, an
+results must be identical (reduce tasks read through the plugin's reader,
+MtsShuffleReader). Then the record paths (RecordPathBench), a shuffle I/O
+plugin without a single-file writer (read by Spark's reader, the plugin's
+reader off), a byte flipped in a committed data file (found by the plugin's
+reader, Spark's fetch-failure path), reducers stopped early by a limit (every
+engine gives everything back) and speculative attempts (README.md, "Spark
+plugin"). With --kill, an
 executor is killed during the map stage and another while committing, and
 the results must still be identical. Prints each stage's task run time.
 spark_bench.py runs the benchmark on the same child program.
@@ -148,6 +152,14 @@ elif scenario == "skew_read":
     q = t.select(*cols).repartition(8, hot).select(*[F.count(c).alias(c) for c in cols]).collect()[0].asDict()
     times.append(time.time() - t0)
     res["skew_read_query"] = q
+elif scenario == "early_stop":
+    # reducers that stop early: a limit takes a few rows from reduce tasks that have blocks decoding ahead
+    x = t.select(*cols).repartition(200, F.col("ss_sold_date_sk"), F.col("ss_sold_time_sk"))
+    rows = x.limit(10).collect()
+    rows2 = x.where("ss_item_sk % 3 = 0").limit(1000).collect()
+    time.sleep(1)
+    res["early_stop"] = {"rows": [len(rows), len(rows2)],
+                         "probe": list(sc._jvm.org.mtshuffle.test.EngineProbe.stats(sc._jsc.sc(), 40))}
 elif scenario == "floor":
     # the seed query's map side without its exchange: the scan, the partition id of every row, a count
     t0 = time.time()
@@ -320,6 +332,22 @@ def check_malformed(base):
           % line.strip()[:300])
 
 
+def check_early_stop(base):
+    """Reducers stopped by a limit give everything back: no client left on any engine, nothing held
+    but the engine's kept buffers, the peak within the budget."""
+    r = run(dict(base, mode="mts", scenario="early_stop", extra_jars=[test_jar(base["work"], base["jar"])]))
+    r = r["early_stop"]
+    engines = [l.split() for l in r["probe"] if not l.endswith(" none")]
+    if r["rows"] != [10, 1000] or not engines:
+        raise SystemExit("e2e: early stop: %s" % r)
+    for ex, clients, held, cached, peak, budget in engines:
+        if int(clients) != 0 or int(held) != int(cached) or int(peak) > int(budget):
+            raise SystemExit("e2e: after reducers stopped early, executor %s's engine: %s clients, %s bytes held "
+                             "(%s cached), peak %s of %s" % (ex, clients, held, cached, peak, budget))
+    print("e2e: reducers stopped early by a limit: every engine back to no client and nothing held (%s)"
+          % "; ".join("executor %s peak %s of %s" % (e[0], e[4], e[5]) for e in engines))
+
+
 def check_speculation(base):
     r = run(dict(base, mode="mts", scenario="speculate", conf={
         "spark.speculation": "true", "spark.speculation.interval": "100ms", "spark.speculation.multiplier": "1.5",
@@ -375,7 +403,8 @@ def main():
     ap.add_argument("--rows", type=int, default=3000000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--kill", action="store_true")
-    ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed"), help="run only that check")
+    ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed", "early_stop"),
+                    help="run only that check")
     a = ap.parse_args()
     table = make_table(a.work, a.rows)
     base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": a.reps, "kill": False,
@@ -384,7 +413,8 @@ def main():
         if a.only == "plugin":
             check_plugin(base, run(dict(base, mode="spark", seed_only=True))["seed_query"])
         else:
-            {"corrupt": check_corruption, "speculate": check_speculation, "malformed": check_malformed}[a.only](base)
+            {"corrupt": check_corruption, "speculate": check_speculation, "malformed": check_malformed,
+             "early_stop": check_early_stop}[a.only](base)
         return
     out = {}
     for rep in range(1):
@@ -425,6 +455,7 @@ def main():
     check_plugin(base, out["spark"]["seed_query"])
     check_malformed(base)
     check_corruption(base)
+    check_early_stop(base)
     check_speculation(base)
     json.dump(out, open(os.path.join(a.work, "e2e.json"), "w"), indent=1)
     for mode in ("spark", "mts"):

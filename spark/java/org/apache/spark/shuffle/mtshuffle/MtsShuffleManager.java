@@ -81,6 +81,15 @@ public class MtsShuffleManager extends SortShuffleManager {
         return engine;
     }
 
+    /**
+     * The executor engine's counters (NativeEngine.stats(): threads, threads busy, clients, jobs,
+     * busy ns, bytes held, peak bytes held, budget, budget wait ns, reclaims, bytes cached), or null
+     * before its first task: for monitoring and tests.
+     */
+    public synchronized long[] engineStats() {
+        return engine == null ? null : engine.stats();
+    }
+
     /** Spark's shuffle I/O plugin on this executor, initialised as Spark's sort shuffle does. */
     synchronized ShuffleExecutorComponents components() {
         if (components == null) {
