@@ -7,11 +7,11 @@ results must be identical (reduce tasks read through the plugin's reader,
 MtsShuffleReader). Then the record paths (RecordPathBench), a shuffle I/O
 plugin without a single-file writer (read by Spark's reader, the plugin's
 reader off), a byte flipped in a committed data file (found by the plugin's
-reader, Spark's fetch-failure path), reducers stopped early by a limit (every
-engine gives everything back) and speculative attempts (README.md, "Spark
-plugin"). With --kill, an
-executor is killed during the map stage and another while committing, and
-the results must still be identical. Prints each stage's task run time.
+reader, Spark's fetch-failure path), reducers stopped early by a limit or
+killed while reading (every engine gives everything back) and speculative
+attempts (README.md, "Spark plugin"). With --kill, an executor is killed
+during the map stage and another while committing, and the results must
+still be identical. Prints each stage's task run time.
 spark_bench.py runs the benchmark on the same child program.
 
     e2e.py --jar JAR --native LIB --work DIR [--rows N] [--kill] [--only CHECK]
@@ -157,8 +157,10 @@ elif scenario == "early_stop":
     x = t.select(*cols).repartition(200, F.col("ss_sold_date_sk"), F.col("ss_sold_time_sk"))
     rows = x.limit(10).collect()
     rows2 = x.where("ss_item_sk % 3 = 0").limit(1000).collect()
-    time.sleep(1)
-    res["early_stop"] = {"rows": [len(rows), len(rows2)],
+    # and a reduce stage cancelled, its tasks interrupted, while they read
+    killed = sc._jvm.org.mtshuffle.test.EngineProbe.killedReduce(sc._jsc.sc())
+    time.sleep(3)
+    res["early_stop"] = {"rows": [len(rows), len(rows2)], "killed": killed,
                          "probe": list(sc._jvm.org.mtshuffle.test.EngineProbe.stats(sc._jsc.sc(), 40))}
 elif scenario == "floor":
     # the seed query's map side without its exchange: the scan, the partition id of every row, a count
@@ -333,19 +335,20 @@ def check_malformed(base):
 
 
 def check_early_stop(base):
-    """Reducers stopped by a limit give everything back: no client left on any engine, nothing held
-    but the engine's kept buffers, the peak within the budget."""
+    """Reducers stopped by a limit, and a reduce stage cancelled while its tasks read, give everything
+    back: no client left on any engine, nothing held but the engine's kept buffers, the peak within
+    the budget."""
     r = run(dict(base, mode="mts", scenario="early_stop", extra_jars=[test_jar(base["work"], base["jar"])]))
     r = r["early_stop"]
     engines = [l.split() for l in r["probe"] if not l.endswith(" none")]
-    if r["rows"] != [10, 1000] or not engines:
+    if r["rows"] != [10, 1000] or not engines or "cancel" not in r["killed"] or "never ran" in r["killed"]:
         raise SystemExit("e2e: early stop: %s" % r)
     for ex, clients, held, cached, peak, budget in engines:
         if int(clients) != 0 or int(held) != int(cached) or int(peak) > int(budget):
             raise SystemExit("e2e: after reducers stopped early, executor %s's engine: %s clients, %s bytes held "
                              "(%s cached), peak %s of %s" % (ex, clients, held, cached, peak, budget))
-    print("e2e: reducers stopped early by a limit: every engine back to no client and nothing held (%s)"
-          % "; ".join("executor %s peak %s of %s" % (e[0], e[4], e[5]) for e in engines))
+    print("e2e: reducers stopped early by a limit, and reduce tasks killed while reading: every engine back to "
+          "no client and nothing held (%s)" % "; ".join("executor %s peak %s of %s" % (e[0], e[4], e[5]) for e in engines))
 
 
 def check_speculation(base):

@@ -32,6 +32,7 @@ import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.storage.ShuffleBlockBatchId;
 import org.apache.spark.storage.ShuffleBlockFetcherIterator;
 import org.apache.spark.storage.ShuffleBlockId;
+import org.apache.spark.storage.StorageUtils;
 import org.apache.spark.util.SystemClock;
 import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.util.collection.ExternalSorter;
@@ -73,6 +74,8 @@ import scala.runtime.AbstractFunction2;
 final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
     private static final Logger LOG = LoggerFactory.getLogger(MtsShuffleReader.class);
     private static final int READ_CHUNK = 64 << 10;
+    private static final int POOL_BUFFERS = 8;             /* block buffers a task keeps for reuse */
+    private static final int POOL_BUFFER_MAX = 4 << 20;    /* larger ones are freed when done */
 
     private final MtsShuffleManager manager;
     private final MtsConf settings;
@@ -111,6 +114,8 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
         /* Where each map's blocks come from, for the fetch-failure path. */
         List<Tuple2<BlockManagerId, Seq<Tuple3<BlockId, Object, Object>>>> all = new ArrayList<>();
         Map<Long, Tuple2<BlockManagerId, Integer>> origin = new HashMap<>();
+        Map<BlockId, Long> sizes = new HashMap<>(); /* as the map statuses record them: exact above Spark's
+                                                       accurate-block threshold, else an average */
         while (blocksByAddress.hasNext()) {
             Tuple2<BlockManagerId, Seq<Tuple3<BlockId, Object, Object>>> t = blocksByAddress.next();
             all.add(t);
@@ -119,6 +124,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
                 Tuple3<BlockId, Object, Object> b = it.next();
                 if (b._1() instanceof ShuffleBlockId)
                     origin.put(((ShuffleBlockId) b._1()).mapId(), new Tuple2<>(t._1(), (Integer) b._3()));
+                sizes.put(b._1(), (Long) b._2());
             }
         }
         /* Batch fetch as Spark's reader decides it: contiguous partitions of one map in one block,
@@ -152,7 +158,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
 
         Blocks blocks;
         try {
-            blocks = new Blocks(manager.engine(), fetcher, origin, bm);
+            blocks = new Blocks(manager.engine(), fetcher, origin, sizes, bm);
         } catch (IOException e) {
             fetcher.cleanup();
             throw new RuntimeException("mtshuffle: shuffle " + handle.shuffleId() + ": start the block reader", e);
@@ -256,6 +262,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
         private final ShuffleBlockFetcherIterator fetcher;
         private final LinkedBlockingQueue<?> fetched; /* the fetcher's results: non-empty, next() won't wait */
         private final Map<Long, Tuple2<BlockManagerId, Integer>> origin;
+        private final Map<BlockId, Long> sizes;
         private final BlockManager bm;
         private final NativeBlockReader reader;
         private final ArrayDeque<Fetched> ahead = new ArrayDeque<>(); /* handed over, not yet read */
@@ -271,8 +278,10 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
         private int failedTag = -1;
 
         Blocks(NativeEngine engine, ShuffleBlockFetcherIterator fetcher,
-               Map<Long, Tuple2<BlockManagerId, Integer>> origin, BlockManager bm) throws IOException {
+               Map<Long, Tuple2<BlockManagerId, Integer>> origin, Map<BlockId, Long> sizes, BlockManager bm)
+                throws IOException {
             this.fetcher = fetcher;
+            this.sizes = sizes;
             this.fetched = fetcher.org$apache$spark$storage$ShuffleBlockFetcherIterator$$results;
             this.origin = origin;
             this.bm = bm;
@@ -281,7 +290,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
 
         /** The next block's decoded stream, or null after the last. */
         InputStream nextBlock() {
-            if (ahead.isEmpty() && !fetchOne(true)) return null;
+            if (ahead.isEmpty() && !fetchOne()) return null;
             Fetched f = ahead.pollFirst();
             aheadBytes -= f.length;
             topUp();
@@ -291,20 +300,22 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
         /** Hands over more blocks while the look-ahead allows and the fetcher has them ready. */
         void topUp() {
             if (failure != null) return; /* the failed block's bytes stay as they are, for its diagnosis */
-            while (!closed && aheadBytes < settings.readerLookAhead && !fetched.isEmpty() && fetchOne(false)) {}
+            while (!closed && aheadBytes < settings.readerLookAhead && !fetched.isEmpty() && fetchOne()) {}
         }
 
         /** Takes the fetcher's next block into a buffer of ours; false when there is none. */
-        private boolean fetchOne(boolean wait) {
+        private boolean fetchOne() {
             if (fetcherDone || closed || !fetcher.hasNext()) {
                 fetcherDone = true;
                 return false;
             }
             Tuple2<BlockId, InputStream> t = fetcher.next(); /* may wait for the network: Spark's reader would too */
             ByteBuffer buf = pool.pollFirst();
+            long hint = sizes.getOrDefault(t._1(), 0L); /* a batch block is not in the map: grown as read */
             int n = 0;
             try (InputStream in = t._2()) {
-                if (buf == null) buf = ByteBuffer.allocateDirect(READ_CHUNK * 4);
+                if (buf == null || buf.capacity() < hint)
+                    buf = ByteBuffer.allocateDirect((int) Math.min(Integer.MAX_VALUE - 8, Math.max(hint, READ_CHUNK * 4)));
                 for (int r; (r = in.read(chunk)) > 0; n += r) {
                     if (n + r > buf.capacity()) buf = grow(buf, n, (long) n + r);
                     buf.put(n, chunk, 0, r);
@@ -333,10 +344,13 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
             return g;
         }
 
-        /** Buffers the reader is past go back to the pool (a few are kept). */
+        /** Buffers the reader is past go back to the pool (a few small ones are kept); the others are
+         *  freed now rather than at some later garbage collection (a skewed block's can be 100 MB). */
         private void recycle() {
-            for (ByteBuffer b; (b = reader.takeReleased()) != null; )
-                if (pool.size() < 8) pool.addLast(b);
+            for (ByteBuffer b; (b = reader.takeReleased()) != null; ) {
+                if (pool.size() < POOL_BUFFERS && b.capacity() <= POOL_BUFFER_MAX) pool.addLast(b);
+                else StorageUtils.dispose(b);
+            }
         }
 
         /**
@@ -429,7 +443,9 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
             if (closed) return;
             closed = true;
             piece = null;
-            reader.close();
+            reader.close(); /* every block buffer is released now */
+            for (ByteBuffer b; (b = reader.takeReleased()) != null; ) StorageUtils.dispose(b);
+            for (ByteBuffer b : pool) StorageUtils.dispose(b);
             pool.clear();
             ahead.clear();
             fetcher.cleanup();
