@@ -353,7 +353,7 @@ static void read_blocks(trial *t, const char *dir, uint64_t *s)
             uint64_t n;
             CHECK_RC(mts_output_partition(o, added, &b, &n));
             blocks[added] = malloc(n + 1);
-            memcpy(blocks[added], b, n);
+            if (n) memcpy(blocks[added], b, n); /* an empty partition's bytes are NULL */
             CHECK_RC(mts_reader_add_block(r, blocks[added], n, added));
         }
         for (int k = 1 + (int)rng_below(s, 8); k && cur < t->n; k--) {
