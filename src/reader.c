@@ -278,6 +278,7 @@ int mts_reader_add_block(mts_reader *r, const void *data, size_t len, uint32_t t
         r->active = 1;
     }
     if (r->frontier >= 64 && r->inflight == 0) { /* forget the blocks handed out: units name cursors by index */
+        for (uint32_t j = 0; j < r->frontier; j++) cursor_reset(r, &r->cur[j]); /* a done zstd stream's state */
         memmove(r->cur, r->cur + r->frontier, (size_t)(r->ncur - r->frontier) * sizeof *r->cur);
         r->ncur -= r->frontier;
         r->frontier = 0;
