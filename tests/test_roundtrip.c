@@ -207,6 +207,19 @@ static void run_trial(trial *t, mts_strategy strategy, uint64_t *lengths, uint64
 /* Reads the committed files back and checks every partition record by
  * record. Returns the decoded partitions concatenated, for comparing
  * strategies. */
+/* Reader options with random threads, piece size and budget; the budget
+ * holds a piece and one whole lz4 block (reader.c). */
+static mts_reader_options random_reader_options(const trial *t, uint64_t *s)
+{
+    mts_reader_options ro;
+    mts_reader_options_init(&ro);
+    ro.threads = 1 + (uint32_t)rng_below(s, 3);
+    ro.piece_size = 4096u << rng_below(s, 8);
+    ro.max_bytes_in_flight = MTS_MAX(64u << 10, 2 * (MTS_MAX(ro.piece_size, t->o.block_size) + 4096))
+                             << rng_below(s, 3);
+    return ro;
+}
+
 /* Reads random partition ranges back through the public reader (random
  * threads, budget and piece size) and compares with what went in. */
 static void read_back(trial *t, const char *dir, uint64_t *s)
@@ -214,13 +227,7 @@ static void read_back(trial *t, const char *dir, uint64_t *s)
     char path[1200], name[256];
     mts_output_name(name, sizeof name, t->o.shuffle_id, t->o.map_id, 'd', t->o.checksum);
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    mts_reader_options ro;
-    mts_reader_options_init(&ro);
-    ro.threads = 1 + (uint32_t)rng_below(s, 3);
-    ro.piece_size = 4096u << rng_below(s, 8);
-    /* The budget must hold a piece and one whole lz4 block (reader.c). */
-    ro.max_bytes_in_flight = MTS_MAX(64u << 10, 2 * (MTS_MAX(ro.piece_size, t->o.block_size) + 4096))
-                             << rng_below(s, 3);
+    mts_reader_options ro = random_reader_options(t, s);
     ro.codec = rng_below(s, 2) ? MTS_CODEC_AUTO : t->o.codec;
     /* The same output opened several times: maps are delivered in order. */
     uint32_t nmaps = 1 + (uint32_t)rng_below(s, 3);
@@ -329,12 +336,7 @@ static void read_blocks(trial *t, const char *dir, uint64_t *s)
     snprintf(path, sizeof path, "%s/%s", dir, name);
     mts_output *o;
     CHECK_RC(mts_output_open(path, 0, &o, err, sizeof err));
-    mts_reader_options ro;
-    mts_reader_options_init(&ro);
-    ro.threads = 1 + (uint32_t)rng_below(s, 3);
-    ro.piece_size = 4096u << rng_below(s, 8);
-    ro.max_bytes_in_flight = MTS_MAX(64u << 10, 2 * (MTS_MAX(ro.piece_size, t->o.block_size) + 4096))
-                             << rng_below(s, 3);
+    mts_reader_options ro = random_reader_options(t, s);
     ro.codec = t->o.codec;
     mts_reader *r;
     int rc = mts_reader_open_blocks(&ro, &r, err, sizeof err);
