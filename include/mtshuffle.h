@@ -343,6 +343,8 @@ typedef struct mts_reader_stats {
     uint64_t decode_ns;       /* summed over threads */
     uint64_t wait_ns;         /* time next() waited for a piece */
     uint64_t peak_bytes_held; /* high-water mark of the budget */
+    uint64_t pieces_here;     /* pieces next() decoded on the caller's thread: no worker
+                                 had started them when the caller needed them */
 } mts_reader_stats;
 
 MTS_API int mts_reader_get_stats(const mts_reader *r, mts_reader_stats *stats);

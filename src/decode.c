@@ -135,6 +135,7 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
         c->verified = u->verified;
         u->dstate = NULL;
         c->state = rc < 0 ? CUR_FAILED : done ? CUR_DONE : CUR_IDLE;
+        c->job = NULL;
         if (rc < 0) {
             c->err = rc;
             snprintf(c->msg, sizeof c->msg, "%s", msg);
@@ -182,8 +183,10 @@ static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge)
                 .verified = c->verified, .charge = charge};
     c->dstate = NULL;
     c->state = CUR_BUSY;
+    c->job = &u->base;
     r->inflight++;
-    eng_submit(&r->client, &u->base);
+    /* Ahead of queued compression jobs: the caller's thread will wait for it. */
+    eng_submit_urgent(&r->client, &u->base);
     return 0;
 }
 

@@ -20,6 +20,7 @@ struct mts_engine {
     pthread_cond_t work_cv;   /* workers: a job to run, or stop */
     /* All below guarded by mu, except the const ones. */
     eng_job *run_head, *run_tail; /* submitted, not yet taken by a worker */
+    eng_job *run_urgent;          /* the last urgent job in it: urgent jobs are its prefix */
     uint64_t pending;             /* jobs submitted, not drained, all clients */
     waiter *wait_head, *wait_tail;
     eng_client *clients;
@@ -39,6 +40,37 @@ struct mts_engine {
     uint64_t cached;              /* their bytes, part of held */
     unsigned nhelpers;            /* made so far */
 };
+
+/* ---- the run queue ------------------------------------------------------------ */
+
+/* With mu held: removes j (after prev, NULL if j is the head) from the run
+ * queue. */
+static eng_job *unlink_run(mts_engine *e, eng_job *prev, eng_job *j)
+{
+    if (prev) prev->next_run = j->next_run;
+    else e->run_head = j->next_run;
+    if (e->run_tail == j) e->run_tail = prev;
+    if (e->run_urgent == j) e->run_urgent = prev; /* prev is urgent too, or none is left */
+    return j;
+}
+
+/* With mu held: queues j, an urgent one after the urgent ones before it,
+ * any other at the tail. */
+static void link_run(mts_engine *e, eng_job *j)
+{
+    eng_job *after = j->urgent ? e->run_urgent : e->run_tail;
+    if (j->urgent) e->run_urgent = j;
+    if (!after && j->urgent) { /* first in the queue */
+        j->next_run = e->run_head;
+        e->run_head = j;
+        if (!e->run_tail) e->run_tail = j;
+        return;
+    }
+    j->next_run = after ? after->next_run : NULL;
+    if (after) after->next_run = j;
+    else e->run_head = j;
+    if (e->run_tail == after) e->run_tail = j;
+}
 
 /* ---- workers ---------------------------------------------------------------- */
 
@@ -81,9 +113,7 @@ static void *worker_main(void *arg)
     for (;;) {
         while (!e->stop && !e->run_head) pthread_cond_wait(&e->work_cv, &e->mu);
         if (!e->run_head) break; /* stop, and nothing left to run */
-        eng_job *j = e->run_head;
-        e->run_head = j->next_run;
-        if (!e->run_head) e->run_tail = NULL;
+        eng_job *j = unlink_run(e, NULL, e->run_head);
         eng_client *c = j->client;
         e->busy++;
         pthread_mutex_unlock(&e->mu);
@@ -239,16 +269,15 @@ void eng_client_destroy(eng_client *c)
 
 /* ---- jobs ------------------------------------------------------------------- */
 
-static void submit(eng_client *c, eng_job *j, int wake)
+static void submit(eng_client *c, eng_job *j, int wake, int urgent)
 {
     mts_engine *e = c->e;
     j->client = c;
     j->done = 0;
+    j->urgent = urgent;
     j->next_run = j->next_order = NULL;
     pthread_mutex_lock(&e->mu);
-    if (e->run_tail) e->run_tail->next_run = j;
-    else e->run_head = j;
-    e->run_tail = j;
+    link_run(e, j);
     if (c->order_tail) c->order_tail->next_order = j;
     else c->order_head = j;
     c->order_tail = j;
@@ -258,20 +287,17 @@ static void submit(eng_client *c, eng_job *j, int wake)
     pthread_mutex_unlock(&e->mu);
 }
 
-void eng_submit(eng_client *c, eng_job *j) { submit(c, j, 1); }
-void eng_submit_quiet(eng_client *c, eng_job *j) { submit(c, j, 0); }
+void eng_submit(eng_client *c, eng_job *j) { submit(c, j, 1, 0); }
+void eng_submit_quiet(eng_client *c, eng_job *j) { submit(c, j, 0, 0); }
+void eng_submit_urgent(eng_client *c, eng_job *j) { submit(c, j, 1, 1); }
 
-/* With mu held: takes c's first job that no worker has taken yet. */
-static eng_job *take_own(mts_engine *e, eng_client *c)
+/* With mu held: takes `want` (or, if NULL, c's first job) if no worker has
+ * taken it yet. */
+static eng_job *take_own(mts_engine *e, eng_client *c, const eng_job *want)
 {
     eng_job *prev = NULL;
-    for (eng_job *j = e->run_head; j; prev = j, j = j->next_run) {
-        if (j->client != c) continue;
-        if (prev) prev->next_run = j->next_run;
-        else e->run_head = j->next_run;
-        if (e->run_tail == j) e->run_tail = prev;
-        return j;
-    }
+    for (eng_job *j = e->run_head; j; prev = j, j = j->next_run)
+        if (j->client == c && (!want || j == want)) return unlink_run(e, prev, j);
     return NULL;
 }
 
@@ -288,6 +314,27 @@ static eng_worker *get_helper(mts_engine *e)
     return h;
 }
 
+/* With mu held: runs c's queued job j on the calling thread (mu is released
+ * meanwhile), then drains what is ready; 0 if there is no helper context
+ * (j is queued again). */
+static int run_here(mts_engine *e, eng_client *c, eng_job *j)
+{
+    eng_worker *h = get_helper(e);
+    if (!h) {
+        link_run(e, j);
+        return 0;
+    }
+    pthread_mutex_unlock(&e->mu);
+    c->ops->run(c->ctx, j, h); /* the caller's time: not in the workers' busy stats */
+    pthread_mutex_lock(&e->mu);
+    h->next = e->helpers;
+    e->helpers = h;
+    j->done = 1;
+    e->jobs++;
+    drain_ready(e, c);
+    return 1;
+}
+
 void eng_wait_idle(eng_client *c)
 {
     mts_engine *e = c->e;
@@ -295,27 +342,20 @@ void eng_wait_idle(eng_client *c)
     while (c->pending) {
         /* Rather than sleep while its own jobs wait for a worker, the caller
          * runs them: a small writer's last job costs no thread hand-off. */
-        eng_job *j = take_own(e, c);
-        eng_worker *h = j ? get_helper(e) : NULL;
-        if (!h) {
-            if (j) { /* no helper context: give the job back to the workers */
-                j->next_run = e->run_head;
-                e->run_head = j;
-                if (!e->run_tail) e->run_tail = j;
-            }
-            pthread_cond_wait(&c->cv, &e->mu);
-            continue;
-        }
-        pthread_mutex_unlock(&e->mu);
-        c->ops->run(c->ctx, j, h); /* the caller's time: not in the workers' busy stats */
-        pthread_mutex_lock(&e->mu);
-        h->next = e->helpers;
-        e->helpers = h;
-        j->done = 1;
-        e->jobs++;
-        drain_ready(e, c);
+        eng_job *j = take_own(e, c, NULL);
+        if (!j || !run_here(e, c, j)) pthread_cond_wait(&c->cv, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
+}
+
+int eng_run_queued(eng_client *c, const eng_job *job)
+{
+    mts_engine *e = c->e;
+    pthread_mutex_lock(&e->mu);
+    eng_job *j = take_own(e, c, job);
+    int ran = j && run_here(e, c, j);
+    pthread_mutex_unlock(&e->mu);
+    return ran;
 }
 
 void eng_wait_reclaims(eng_client *c)

@@ -42,6 +42,7 @@ typedef struct eng_job {
     struct eng_job *next_order; /* the client's order; guarded by engine.mu */
     eng_client *client;
     int done;                   /* guarded by engine.mu */
+    int urgent;                 /* eng_submit_urgent(); const while queued */
 } eng_job;
 
 typedef struct eng_client_ops {
@@ -95,6 +96,15 @@ void eng_submit(eng_client *c, eng_job *job);
 /* Queues the job without waking a worker: for a job the caller is about to
  * run itself in eng_wait_idle (a worker that comes by may still take it). */
 void eng_submit_quiet(eng_client *c, eng_job *job);
+/* Queues the job ahead of every job not queued this way (after the urgent
+ * ones before it): for a job its submitter will soon block on, such as a
+ * reader's next piece, which must not wait behind a writer's queue of
+ * compression jobs. Use it only for small jobs few at a time. */
+void eng_submit_urgent(eng_client *c, eng_job *job);
+/* If no worker has taken `job` (one of c's, not drained) yet, runs it on the
+ * calling thread and drains c's jobs that are ready: 1 if it did, else 0.
+ * For a caller that would otherwise block until that job is done. */
+int eng_run_queued(eng_client *c, const eng_job *job);
 /* Blocks until no other thread is in this client's reclaim(): once the
  * client reports nothing reclaimable, what it held is then given back. */
 void eng_wait_reclaims(eng_client *c);

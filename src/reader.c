@@ -314,6 +314,7 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
     }
     int rc = 0;
     uint64_t t0 = 0;
+    const eng_job *tried = NULL; /* the unit last offered to eng_run_queued */
     while (r->active) {
         if (r->frontier == r->ncur) {
             r->active = 0;
@@ -349,6 +350,18 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
         }
         if (did) continue;
         if (!t0) t0 = mts_now_ns();
+        if (c->state == CUR_BUSY && c->job && c->job != tried) {
+            /* Its unit waits behind other jobs: decoding it here costs no more
+             * than waiting for a worker would. The job may be run and freed
+             * meanwhile, but its address is only compared among this reader's
+             * queued units, and only this caller submits those. */
+            tried = c->job;
+            pthread_mutex_unlock(&r->mu);
+            int ran = eng_run_queued(&r->client, tried);
+            pthread_mutex_lock(&r->mu);
+            r->st.pieces_here += (uint64_t)ran;
+            continue; /* run here or not, a worker may have finished it meanwhile: look again */
+        }
         pthread_cond_wait(&r->cv, &r->mu);
     }
     if (!r->active && rc == 0 && r->err) rc = r->err;

@@ -34,6 +34,7 @@ typedef struct cursor {
     const unsigned char *base; /* the map's mapped data file; a block's own bytes */
     uint64_t a, b;        /* the segment: bytes [a, b) from base */
     cur_state state;
+    const eng_job *job; /* its unit while BUSY: next() may run it itself */
     mts_codec codec;
     uint64_t pos;       /* next stored byte (offset in the data file); unit's while BUSY */
     void *dstate;       /* the codec's step state; unit's while BUSY */

@@ -1,5 +1,6 @@
 /* The engine on its own: jobs of several clients interleave on the workers,
- * each client's drain order is its submission order; the budget is hard,
+ * each client's drain order is its submission order; urgent jobs run before
+ * queued ordinary ones, and a caller may run its own queued job; the budget is hard,
  * first come first served, wakes waiters on abort, and reclaims from the
  * largest holder when nothing is in flight. */
 #include <pthread.h>
@@ -226,10 +227,135 @@ static void test_budget(void)
     eng_client_destroy(&c.c);
 }
 
+/* ---- urgent jobs and eng_run_queued ---------------------------------------------- */
+
+typedef struct ujob {
+    eng_job base;
+    int id;             /* its place in the expected run order */
+    int *gate;          /* if set, run() sets started and waits until *gate */
+    int started;
+    int ran_on_caller;  /* run() saw a helper context, not a worker */
+} ujob;
+
+static int run_log[64], run_count;
+
+static void urun(void *ctx, eng_job *j, eng_worker *w)
+{
+    ujob *u = (ujob *)j;
+    __atomic_store_n(&u->started, 1, __ATOMIC_RELEASE);
+    while (u->gate && !__atomic_load_n(u->gate, __ATOMIC_ACQUIRE)) usleep(100);
+    u->ran_on_caller = w->index >= eng_threads(w->e);
+    int k = __atomic_fetch_add(&run_count, 1, __ATOMIC_RELAXED);
+    if (k < 64) run_log[k] = u->id;
+    (void)ctx;
+}
+
+static void udrain(void *ctx, eng_job *j)
+{
+    __atomic_add_fetch((int *)ctx, 1, __ATOMIC_RELEASE);
+    (void)j;
+}
+
+static const eng_client_ops uops = {urun, udrain, NULL};
+
+static void test_urgent(void)
+{
+    mts_engine *e;
+    CHECK_RC(mts_engine_create(1, 1 << 20, &e, NULL, 0));
+    int drained_a = 0, drained_b = 0, gate = 0;
+    eng_client a, b;
+    CHECK_RC(eng_client_init(&a, e, &uops, &drained_a));
+    CHECK_RC(eng_client_init(&b, e, &uops, &drained_b));
+    /* The one worker is held by a's first job; then a queues 4 ordinary jobs,
+     * b 3 urgent ones, a one more ordinary, b one more urgent. */
+    ujob ja[6] = {{.id = 0, .gate = &gate}, {.id = 5}, {.id = 6}, {.id = 7}, {.id = 8}, {.id = 9}};
+    ujob jb[5] = {{.id = 1}, {.id = 2}, {.id = 3}, {.id = 4}, {.id = -1}};
+    eng_submit(&a, &ja[0].base);
+    while (!__atomic_load_n(&ja[0].started, __ATOMIC_ACQUIRE)) usleep(100);
+    for (int i = 1; i <= 4; i++) eng_submit(&a, &ja[i].base);
+    for (int i = 0; i < 3; i++) eng_submit_urgent(&b, &jb[i].base);
+    eng_submit(&a, &ja[5].base);
+    eng_submit_urgent(&b, &jb[3].base);
+    /* A queued job of b's is run by its caller; a taken one is not. */
+    eng_submit_urgent(&b, &jb[4].base);
+    CHECK(eng_run_queued(&b, &jb[4].base) == 1);
+    CHECK(jb[4].ran_on_caller && run_count == 1 && run_log[0] == -1);
+    CHECK(eng_run_queued(&a, &ja[0].base) == 0); /* the worker has it */
+    CHECK(eng_run_queued(&a, &jb[0].base) == 0); /* not a's */
+    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+    /* Not eng_wait_idle: that would run a's queued jobs here, out of the order under test. */
+    while (__atomic_load_n(&drained_a, __ATOMIC_ACQUIRE) < 6 || __atomic_load_n(&drained_b, __ATOMIC_ACQUIRE) < 5)
+        usleep(1000);
+    CHECK(run_count == 11);
+    for (int k = 1; k < 11; k++) CHECK(run_log[k] == k - 1); /* ja[0], then b's urgent ones, then a's */
+    CHECK(drained_a == 6 && drained_b == 5);
+    CHECK(!ja[1].ran_on_caller && !jb[0].ran_on_caller);
+    eng_client_destroy(&a);
+    eng_client_destroy(&b);
+    mts_engine_free(e);
+}
+
+/* A reader on an engine whose only worker is taken: next() decodes its own
+ * queued units rather than wait for a worker, so it finishes anyway. */
+static void test_reader_runs_own(void)
+{
+    mts_engine *e;
+    CHECK_RC(mts_engine_create(1, 8 << 20, &e, NULL, 0));
+    run_count = 0;
+    int drained = 0, gate = 0;
+    eng_client g;
+    CHECK_RC(eng_client_init(&g, e, &uops, &drained));
+    ujob blocker = {.id = 0, .gate = &gate};
+    eng_submit(&g, &blocker.base);
+    while (!__atomic_load_n(&blocker.started, __ATOMIC_ACQUIRE)) usleep(100);
+
+    size_t n = 3u << 20;
+    unsigned char *src = malloc(n);
+    uint64_t seed = test_seed;
+    for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i % 251 < 200 ? i % 7 : rng_below(&seed, 256));
+    mts_cctx *cc;
+    CHECK_RC(mts_cctx_create(MTS_CODEC_LZ4, 1, 32768, &cc));
+    size_t cap = mts_cctx_bound(cc, n), clen = 0;
+    unsigned char *block = malloc(cap);
+    CHECK_RC(mts_cctx_compress(cc, src, n, block, cap, &clen));
+    mts_cctx_free(cc);
+
+    mts_reader_options ro;
+    mts_reader_options_init(&ro);
+    ro.engine = e;
+    ro.codec = MTS_CODEC_LZ4;
+    ro.piece_size = 256 << 10;
+    mts_reader *r;
+    char err[MTS_MSG_CAP];
+    CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
+    CHECK_RC(mts_reader_add_block(r, block, clen, 7));
+    mts_read_piece pc;
+    size_t got = 0;
+    int rc, same = 1;
+    while ((rc = mts_reader_next(r, &pc)) == 1) {
+        same &= got + pc.len <= n && memcmp(src + got, pc.data, pc.len) == 0 && pc.range == 7;
+        got += pc.len;
+    }
+    CHECK(rc == 0 && same && got == n);
+    mts_reader_stats st;
+    CHECK_RC(mts_reader_get_stats(r, &st));
+    CHECK(st.pieces_here >= n / (256 << 10) && st.bytes_decoded == n);
+    CHECK(!__atomic_load_n(&gate, __ATOMIC_ACQUIRE) && run_count == 0); /* the worker never got free */
+    mts_reader_free(r);
+    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+    eng_wait_idle(&g);
+    eng_client_destroy(&g);
+    mts_engine_free(e);
+    free(block);
+    free(src);
+}
+
 int main(void)
 {
     test_init_seed("test_engine");
     test_order();
+    test_urgent();
+    test_reader_runs_own();
     test_budget();
     TEST_DONE("test_engine");
 }

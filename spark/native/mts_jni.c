@@ -388,10 +388,10 @@ JNIEXPORT jlongArray JNICALL Java_org_mtshuffle_NativeBlockReader_stats(JNIEnv *
     mts_reader *r = reader_handle(env, h, "stats");
     mts_reader_stats st;
     if (!r || mts_reader_get_stats(r, &st) < 0) return NULL;
-    jlong v[5] = {(jlong)st.bytes_stored, (jlong)st.bytes_decoded, (jlong)st.decode_ns, (jlong)st.wait_ns,
-                  (jlong)st.peak_bytes_held};
-    jlongArray out = (*env)->NewLongArray(env, 5);
-    if (out) (*env)->SetLongArrayRegion(env, out, 0, 5, v);
+    jlong v[6] = {(jlong)st.bytes_stored, (jlong)st.bytes_decoded, (jlong)st.decode_ns, (jlong)st.wait_ns,
+                  (jlong)st.peak_bytes_held, (jlong)st.pieces_here};
+    jlongArray out = (*env)->NewLongArray(env, 6);
+    if (out) (*env)->SetLongArrayRegion(env, out, 0, 6, v);
     return out;
 }
 

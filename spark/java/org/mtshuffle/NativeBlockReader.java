@@ -84,7 +84,10 @@ public final class NativeBlockReader implements AutoCloseable {
         heldTags.clear();
     }
 
-    /** bytes stored, bytes decoded, decode ns (all threads), ns next() waited, peak bytes held. */
+    /**
+     * bytes stored, bytes decoded, decode ns (all threads), ns next() waited, peak bytes held,
+     * pieces next() decoded on the calling thread (no worker had started them).
+     */
     public long[] stats() {
         return stats(live());
     }
