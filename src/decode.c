@@ -21,11 +21,53 @@ void piece_free(mts_reader *r, piece *p)
     mts_free(p);
 }
 
+/* A reader keeps up to this many spare pieces (a unit's worth each), with
+ * their budget: the frontier's next unit is paid from one, where it would
+ * otherwise queue for budget behind writers that keep it full. Two keep the
+ * frontier's pipeline going (one piece decoding while the caller reads
+ * another); so few that, like the piece the caller holds, they need not be
+ * reclaimable (every other holding of a reader's comes back without it). */
+#define SPARE_MAX 2u
+
+void piece_recycle(mts_reader *r, piece *p)
+{
+    if (p->charge >= CACHED_PIECE && r->nspare < SPARE_MAX) {
+        p->next = r->spare;
+        r->spare = p;
+        r->nspare++;
+        return;
+    }
+    piece_free(r, p);
+}
+
+void spares_free(mts_reader *r)
+{
+    while (r->spare) {
+        piece *p = r->spare;
+        r->spare = p->next;
+        r->nspare--;
+        piece_free(r, p);
+    }
+}
+
+/* A spare piece of at least `charge` bytes, taken; NULL if none. */
+static piece *spare_take(mts_reader *r, uint64_t charge)
+{
+    for (piece **pp = &r->spare; *pp; pp = &(*pp)->next) {
+        piece *p = *pp;
+        if (p->charge < charge) continue;
+        *pp = p->next;
+        r->nspare--;
+        return p;
+    }
+    return NULL;
+}
+
 void cursor_reset(mts_reader *r, cursor *c)
 {
     for (piece *p = c->head, *next; p; p = next) {
         next = p->next;
-        piece_free(r, p);
+        piece_recycle(r, p);
     }
     c->head = c->tail = NULL;
     if (c->dstate) codec_get(c->codec)->step_free(c->dstate);
@@ -84,17 +126,20 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
     char msg[MTS_MSG_CAP] = "";
     uint64_t t0 = mts_now_ns();
     int rc = 0, done = 0, published = 0;
-    piece *p = NULL;
+    piece *p = u->buf; /* a spare piece, or allocated here */
+    u->buf = NULL;
     if (m && !u->verified) rc = verify_segment(r, m, seg.start, seg.end, msg, sizeof msg);
     u->verified = 1;
-    if (live && rc == 0) {
+    if (live && rc == 0 && !p) {
         size_t size = u->codec == MTS_CODEC_NONE ? sizeof *p : u->charge; /* paid at submit */
         p = size >= CACHED_PIECE ? eng_cache_take_paid(&r->client, size) : NULL;
         if (!p) p = mts_malloc(size);
         if (!p) rc = mts_msg(msg, sizeof msg, MTS_E_NOMEM, "%s: allocate a %llu-byte piece", what,
                              (unsigned long long)u->charge);
     }
-    if (p && u->codec == MTS_CODEC_NONE) { /* zero-copy: the rest of the segment */
+    if (!live || rc < 0) {
+        /* nothing to decode (a spare piece, if any, is freed below) */
+    } else if (p && u->codec == MTS_CODEC_NONE) { /* zero-copy: the rest of the segment */
         *p = (piece){NULL, seg.base + u->pos, (size_t)(seg.b - u->pos), u->charge};
         u->pos = seg.b;
         done = 1;
@@ -171,16 +216,18 @@ static uint64_t unit_charge(const mts_reader *r, uint32_t j)
     return sizeof(piece) + MTS_MAX((uint64_t)r->o.piece_size, (uint64_t)need);
 }
 
-static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge)
+/* Submits cursor j's next unit, paid `charge` (with buf: the spare piece's). */
+static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge, piece *buf)
 {
     cursor *c = &r->cur[j];
     unit *u = mts_malloc(sizeof *u);
     if (!u) {
-        eng_release(&r->client, charge);
+        if (buf) piece_recycle(r, buf);
+        else eng_release(&r->client, charge);
         return MTS_E_NOMEM;
     }
     *u = (unit){.idx = j, .gen = r->gen, .codec = c->codec, .pos = c->pos, .dstate = c->dstate,
-                .verified = c->verified, .charge = charge};
+                .verified = c->verified, .charge = charge, .buf = buf};
     c->dstate = NULL;
     c->state = CUR_BUSY;
     c->job = &u->base;
@@ -210,9 +257,15 @@ int schedule(mts_reader *r, int may_block)
     for (uint32_t j = r->frontier; j < r->ncur && r->inflight < r->max_inflight; j++) {
         if (r->cur[j].state != CUR_IDLE) continue;
         uint64_t charge = unit_charge(r, j);
+        piece *spare = r->cur[j].codec == MTS_CODEC_NONE ? NULL : spare_take(r, charge);
+        if (spare) {
+            FORWARD_IF_ERROR(submit_unit(r, j, spare->charge, spare));
+            did = 1;
+            continue;
+        }
         int rc = eng_try_acquire(&r->client, charge);
         if (rc == 0) {
-            FORWARD_IF_ERROR(submit_unit(r, j, charge));
+            FORWARD_IF_ERROR(submit_unit(r, j, charge, NULL));
             did = 1;
             continue;
         }
@@ -223,7 +276,13 @@ int schedule(mts_reader *r, int may_block)
                            "the budget of %llu bytes", what, (unsigned long long)charge,
                            (unsigned long long)r->cur[j].pos, (unsigned long long)eng_cap(r->engine));
         if (j != r->frontier || r->inflight || !may_block) break; /* wait for what is in flight */
-        drop_lookahead(r);
+        drop_lookahead(r); /* their pieces become spares */
+        piece *freed = spare_take(r, charge);
+        if (freed) {
+            FORWARD_IF_ERROR(submit_unit(r, j, freed->charge, freed));
+            did = 1;
+            continue;
+        }
         uint64_t gen = r->gen;
         pthread_mutex_unlock(&r->mu);
         rc = eng_acquire(&r->client, charge); /* holds nothing the caller must give back */
@@ -233,7 +292,7 @@ int schedule(mts_reader *r, int may_block)
             eng_release(&r->client, charge);
             return 1;
         }
-        FORWARD_IF_ERROR(submit_unit(r, j, charge));
+        FORWARD_IF_ERROR(submit_unit(r, j, charge, NULL));
         did = 1;
     }
     return did;

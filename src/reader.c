@@ -13,12 +13,18 @@
  * checksums before anything is decoded. With codec none, pieces point into
  * the mapped file (zero-copy).
  *
- * Budget: a unit's piece is paid before the unit is submitted and given back
- * when the caller moves past it. Units never wait for budget; only the
- * caller's thread does, in next(), and only while the reader holds nothing
- * but what it is owed: decoding ahead takes budget only if it is free right
- * now, and if the frontier cannot get any, the pieces decoded ahead (never
- * handed out) are dropped and their cursors start again later.
+ * Budget: a unit's piece is paid before the unit is submitted. When the
+ * caller moves past it, the piece is kept as a spare (two at most) that pays
+ * for a later unit: a reader next to writers that keep the budget full (a
+ * Spark task reading one shuffle and writing another) would otherwise queue
+ * for every piece behind their waiters. Units never wait for budget; only the caller's thread does, in next(),
+ * and only while the reader holds nothing but what it is owed: decoding
+ * ahead takes budget only if it is free right now, and if the frontier
+ * cannot get any, the pieces decoded ahead (never handed out) are dropped
+ * and their cursors start again later.
+ *
+ * Waits: the reader's units go ahead of other clients' queued jobs, and a
+ * caller that needs a piece whose unit no worker has started runs it itself.
  *
  * Locks: reader.mu guards cursors, pieces and stats. Order: reader.mu, then
  * engine.mu (pieces are given back and units paid while it is held); it is
@@ -309,7 +315,7 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
     if (!r || !out) return MTS_E_ARG;
     pthread_mutex_lock(&r->mu);
     if (r->current) {
-        piece_free(r, r->current);
+        piece_recycle(r, r->current);
         r->current = NULL;
     }
     int rc = 0;
@@ -396,6 +402,7 @@ void mts_reader_free(mts_reader *r)
     if (!r) return;
     pthread_mutex_lock(&r->mu);
     end_read_locked(r);
+    spares_free(r);
     pthread_mutex_unlock(&r->mu);
     if (r->client_up) eng_client_destroy(&r->client); /* waits for the units in flight */
     for (uint32_t j = 0; j < r->nmaps; j++) map_output_close(&r->maps[j]);

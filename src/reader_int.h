@@ -53,6 +53,7 @@ typedef struct unit {
     void *dstate;
     int verified;
     uint64_t charge;
+    struct piece *buf;  /* a spare piece of the reader's, of `charge` bytes: the buffer to decode into */
 } unit;
 
 struct mts_reader {
@@ -74,6 +75,9 @@ struct mts_reader {
     cursor *cur;           /* per range queued, one per map: range k's map j at k * nmaps + j */
     uint32_t ncur, capcur, nranges;
     piece *current;        /* handed to the caller; given back at the next call */
+    piece *spare;          /* pieces the caller is done with, kept with their charge to pay
+                              for the next units (decode.c: SPARE_MAX) */
+    uint32_t nspare;
     int err;
     char msg[MTS_MSG_CAP];
     mts_reader_stats st;   /* but decode_ns */
@@ -84,6 +88,10 @@ extern const eng_client_ops reader_client_ops;
 
 /* decode.c; all with reader.mu held */
 void piece_free(mts_reader *r, piece *p);
+/* A piece the caller or the reader is done with: kept as a spare if there is
+ * room, else freed. */
+void piece_recycle(mts_reader *r, piece *p);
+void spares_free(mts_reader *r);
 void cursor_reset(mts_reader *r, cursor *c);
 /* What a message calls cursor c's bytes: its map's data file, or its block. */
 const char *cursor_name(const mts_reader *r, const cursor *c, char *buf, size_t len);

@@ -295,6 +295,34 @@ static void test_urgent(void)
     mts_engine_free(e);
 }
 
+/* n bytes of partly compressible data (*src) and their lz4 stream. */
+static unsigned char *make_block(size_t n, unsigned char **src, size_t *clen)
+{
+    *src = malloc(n);
+    uint64_t seed = test_seed;
+    for (size_t i = 0; i < n; i++) (*src)[i] = (unsigned char)(i % 251 < 200 ? i % 7 : rng_below(&seed, 256));
+    mts_cctx *cc;
+    CHECK_RC(mts_cctx_create(MTS_CODEC_LZ4, 1, 32768, &cc));
+    size_t cap = mts_cctx_bound(cc, n);
+    unsigned char *block = malloc(cap);
+    CHECK_RC(mts_cctx_compress(cc, *src, n, block, cap, clen));
+    mts_cctx_free(cc);
+    return block;
+}
+
+/* Reads the block reader r to its end: checks the bytes against src. */
+static void read_all(mts_reader *r, const unsigned char *src, size_t n, uint32_t tag)
+{
+    mts_read_piece pc;
+    size_t got = 0;
+    int rc, same = 1;
+    while ((rc = mts_reader_next(r, &pc)) == 1) {
+        same &= got + pc.len <= n && memcmp(src + got, pc.data, pc.len) == 0 && pc.range == tag;
+        got += pc.len;
+    }
+    CHECK(rc == 0 && same && got == n);
+}
+
 /* A reader on an engine whose only worker is taken: next() decodes its own
  * queued units rather than wait for a worker, so it finishes anyway. */
 static void test_reader_runs_own(void)
@@ -309,16 +337,8 @@ static void test_reader_runs_own(void)
     eng_submit(&g, &blocker.base);
     while (!__atomic_load_n(&blocker.started, __ATOMIC_ACQUIRE)) usleep(100);
 
-    size_t n = 3u << 20;
-    unsigned char *src = malloc(n);
-    uint64_t seed = test_seed;
-    for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i % 251 < 200 ? i % 7 : rng_below(&seed, 256));
-    mts_cctx *cc;
-    CHECK_RC(mts_cctx_create(MTS_CODEC_LZ4, 1, 32768, &cc));
-    size_t cap = mts_cctx_bound(cc, n), clen = 0;
-    unsigned char *block = malloc(cap);
-    CHECK_RC(mts_cctx_compress(cc, src, n, block, cap, &clen));
-    mts_cctx_free(cc);
+    size_t n = 3u << 20, clen;
+    unsigned char *src, *block = make_block(n, &src, &clen);
 
     mts_reader_options ro;
     mts_reader_options_init(&ro);
@@ -329,14 +349,7 @@ static void test_reader_runs_own(void)
     char err[MTS_MSG_CAP];
     CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
     CHECK_RC(mts_reader_add_block(r, block, clen, 7));
-    mts_read_piece pc;
-    size_t got = 0;
-    int rc, same = 1;
-    while ((rc = mts_reader_next(r, &pc)) == 1) {
-        same &= got + pc.len <= n && memcmp(src + got, pc.data, pc.len) == 0 && pc.range == 7;
-        got += pc.len;
-    }
-    CHECK(rc == 0 && same && got == n);
+    read_all(r, src, n, 7);
     mts_reader_stats st;
     CHECK_RC(mts_reader_get_stats(r, &st));
     CHECK(st.pieces_here >= n / (256 << 10) && st.bytes_decoded == n);
@@ -350,12 +363,101 @@ static void test_reader_runs_own(void)
     free(src);
 }
 
+/* A reader next to a client that holds all the budget it can get and
+ * another that waits for more (as writers keep it full): the reader's spare
+ * pieces pay for its next units, so it reads to the end without queueing
+ * for budget behind the waiter. */
+typedef struct hog {
+    eng_client c;
+    uint64_t held;
+    int done, timed_out;
+} hog;
+
+static void *waiter_main(void *arg)
+{
+    eng_client *c = arg;
+    uint64_t n = eng_cap(c->e) / 2;
+    CHECK_RC(eng_acquire(c, n)); /* served once the hog gives its budget back */
+    eng_release(c, n);
+    return NULL;
+}
+
+static void *hog_main(void *arg)
+{
+    hog *h = arg;
+    for (int i = 0; i < 10000 && !__atomic_load_n(&h->done, __ATOMIC_ACQUIRE); i++) usleep(1000);
+    h->timed_out = !__atomic_load_n(&h->done, __ATOMIC_ACQUIRE);
+    eng_release(&h->c, h->held);
+    return NULL;
+}
+
+static void test_reader_spares(void)
+{
+    mts_engine *e;
+    CHECK_RC(mts_engine_create(2, 4 << 20, &e, NULL, 0));
+    size_t n = 6u << 20, clen;
+    unsigned char *src, *block = make_block(n, &src, &clen);
+    mts_reader_options ro;
+    mts_reader_options_init(&ro);
+    ro.engine = e;
+    ro.codec = MTS_CODEC_LZ4;
+    ro.piece_size = 128 << 10;
+    mts_reader *r;
+    char err[MTS_MSG_CAP];
+    CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
+    CHECK_RC(mts_reader_add_block(r, block, clen, 3));
+    mts_read_piece pc;
+    CHECK(mts_reader_next(r, &pc) == 1 && pc.len && memcmp(pc.data, src, pc.len) == 0);
+    size_t got = pc.len;
+    int drained = 0;
+    hog h = {0};
+    CHECK_RC(eng_client_init(&h.c, e, &uops, &drained));
+    /* Everything not held now: retried while the reader's unit in flight finishes. */
+    for (int i = 0; i < 1000 && !h.held; i++) {
+        mts_engine_stats st;
+        CHECK_RC(mts_engine_get_stats(e, &st));
+        if (st.bytes_held < st.budget && eng_try_acquire(&h.c, st.budget - st.bytes_held) == 0)
+            h.held = st.budget - st.bytes_held;
+        else
+            usleep(1000);
+    }
+    CHECK(h.held > 0);
+    pthread_t th, wth;
+    pthread_create(&th, NULL, hog_main, &h);
+    eng_client wc;
+    CHECK_RC(eng_client_init(&wc, e, &uops, &drained));
+    pthread_create(&wth, NULL, waiter_main, &wc);
+    usleep(50000); /* it waits now, most likely (if not, the read proves less, but passes) */
+    int rc, same = 1;
+    while ((rc = mts_reader_next(r, &pc)) == 1) {
+        same &= got + pc.len <= n && memcmp(src + got, pc.data, pc.len) == 0;
+        got += pc.len;
+    }
+    CHECK(rc == 0 && same && got == n);
+    __atomic_store_n(&h.done, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    pthread_join(wth, NULL);
+    CHECK(!h.timed_out); /* the read did not wait for the hog's budget */
+    eng_client_destroy(&wc);
+    mts_engine_stats st;
+    CHECK_RC(mts_engine_get_stats(e, &st));
+    CHECK(st.peak_bytes_held <= st.budget);
+    mts_reader_free(r);
+    CHECK_RC(mts_engine_get_stats(e, &st));
+    CHECK(st.bytes_held == st.bytes_cached); /* the spares went back with the reader */
+    eng_client_destroy(&h.c);
+    mts_engine_free(e);
+    free(block);
+    free(src);
+}
+
 int main(void)
 {
     test_init_seed("test_engine");
     test_order();
     test_urgent();
     test_reader_runs_own();
+    test_reader_spares();
     test_budget();
     TEST_DONE("test_engine");
 }

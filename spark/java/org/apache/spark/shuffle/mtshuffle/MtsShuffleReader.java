@@ -76,6 +76,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
     private static final int READ_CHUNK = 64 << 10;
     private static final int POOL_BUFFERS = 8;             /* block buffers a task keeps for reuse */
     private static final int POOL_BUFFER_MAX = 4 << 20;    /* larger ones are freed when done */
+    private static final long LOG_READ_BYTES = 64L << 20;  /* a read decoding this much logs its stats at info */
 
     private final MtsShuffleManager manager;
     private final MtsConf settings;
@@ -443,12 +444,29 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
             if (closed) return;
             closed = true;
             piece = null;
+            logStats();
             reader.close(); /* every block buffer is released now */
             for (ByteBuffer b; (b = reader.takeReleased()) != null; ) StorageUtils.dispose(b);
             for (ByteBuffer b : pool) StorageUtils.dispose(b);
             pool.clear();
             ahead.clear();
             fetcher.cleanup();
+        }
+
+        /** Where a read's time went: at info for a large read (a skewed partition), else at debug. */
+        private void logStats() {
+            long[] st;
+            try {
+                st = reader.stats();
+            } catch (RuntimeException e) {
+                return; /* a failed reader: its failure is reported already */
+            }
+            if (st == null || (st[1] < LOG_READ_BYTES && !LOG.isDebugEnabled())) return;
+            String line = "mtshuffle: shuffle {} read {} blocks: {} bytes stored, {} decoded; decoding took {} ms "
+                    + "(engine threads and this one), this task waited {} ms for pieces and decoded {} itself";
+            Object[] args = {handle.shuffleId(), nextTag, st[0], st[1], st[2] / 1_000_000, st[3] / 1_000_000, st[5]};
+            if (st[1] >= LOG_READ_BYTES) LOG.info(line, args);
+            else LOG.debug(line, args);
         }
 
         /** One block's decoded bytes. */
