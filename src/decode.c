@@ -63,16 +63,39 @@ static piece *spare_take(mts_reader *r, uint64_t charge)
     return NULL;
 }
 
-void cursor_reset(mts_reader *r, cursor *c)
+/* recycle: the pieces may become spares; else their budget goes back. */
+static void cursor_clear(mts_reader *r, cursor *c, int recycle)
 {
     for (piece *p = c->head, *next; p; p = next) {
         next = p->next;
-        piece_recycle(r, p);
+        if (recycle) piece_recycle(r, p);
+        else piece_free(r, p);
     }
     c->head = c->tail = NULL;
+    c->queued = 0;
     if (c->dstate) codec_get(c->codec)->step_free(c->dstate);
     c->dstate = NULL;
     c->verified = 0;
+}
+
+void cursor_reset(mts_reader *r, cursor *c) { cursor_clear(r, c, 1); }
+
+void ahead_leave(mts_reader *r, const cursor *c)
+{
+    uint64_t sum = 0;
+    for (const piece *p = c->head; p; p = p->next) sum += p->charge;
+    if (!sum) return;
+    r->ahead -= sum;
+    (void)eng_note_reclaimable(&r->client, -(int64_t)sum);
+}
+
+void ahead_sync(mts_reader *r)
+{
+    uint64_t sum = 0;
+    for (uint32_t j = r->frontier + 1; j < r->ncur; j++)
+        for (const piece *p = r->cur[j].head; p; p = p->next) sum += p->charge;
+    if (sum != r->ahead) (void)eng_note_reclaimable(&r->client, (int64_t)sum - (int64_t)r->ahead);
+    r->ahead = sum;
 }
 
 const char *cursor_name(const mts_reader *r, const cursor *c, char *buf, size_t len)
@@ -173,7 +196,12 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
             if (c->tail) c->tail->next = p;
             else c->head = p;
             c->tail = p;
+            c->queued++;
             published = 1;
+            if (u->idx > r->frontier) {
+                r->ahead += p->charge;
+                (void)eng_note_reclaimable(&r->client, (int64_t)p->charge);
+            }
         }
         c->pos = u->pos;
         c->dstate = u->dstate;
@@ -203,9 +231,41 @@ static void unit_drain(void *ctx, eng_job *ej)
     mts_free(u);
 }
 
-const eng_client_ops reader_client_ops = {unit_run, unit_drain, NULL};
+/* Pieces decoded ahead of the frontier give their budget back; those cursors
+ * start again from their segment's beginning when their turn comes (nothing
+ * of theirs was handed out yet). recycle: keep up to SPARE_MAX as spares. */
+static void drop_ahead(mts_reader *r, int recycle)
+{
+    for (uint32_t j = r->frontier + 1; j < r->ncur; j++) {
+        cursor *c = &r->cur[j];
+        if (c->state == CUR_BUSY || c->state == CUR_FAILED || c->a == c->b) continue;
+        cursor_clear(r, c, recycle);
+        c->pos = c->a;
+        c->state = CUR_IDLE;
+    }
+    ahead_sync(r);
+}
+
+/* A budget waiter of another client (or of this reader's own thread, as a
+ * writer), with nothing in flight anywhere: what was decoded ahead goes back. */
+static void reader_reclaim(void *ctx)
+{
+    mts_reader *r = ctx;
+    pthread_mutex_lock(&r->mu);
+    drop_ahead(r, 0);
+    pthread_mutex_unlock(&r->mu);
+}
+
+const eng_client_ops reader_client_ops = {unit_run, unit_drain, reader_reclaim};
 
 /* ---- scheduling (the caller's thread, mu held) ------------------------------------ */
+
+/* Pieces a cursor may have decoded and not handed out before it gets another
+ * unit: the frontier's keep the caller fed while the next one decodes; a
+ * later cursor's first piece is ready when the caller gets there. More
+ * would only take budget from writers on the same engine. */
+#define QUEUE_FRONTIER 2u
+#define QUEUE_AHEAD 1u
 
 /* Budget for cursor j's next unit. */
 static uint64_t unit_charge(const mts_reader *r, uint32_t j)
@@ -237,25 +297,12 @@ static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge, piece *buf)
     return 0;
 }
 
-/* Pieces decoded ahead of the frontier give their budget back; those cursors
- * start again from their segment's beginning when their turn comes (nothing
- * of theirs was handed out yet). */
-static void drop_lookahead(mts_reader *r)
-{
-    for (uint32_t j = r->frontier + 1; j < r->ncur; j++) {
-        cursor *c = &r->cur[j];
-        if (c->state == CUR_BUSY || c->state == CUR_FAILED || c->a == c->b) continue;
-        cursor_reset(r, c);
-        c->pos = c->a;
-        c->state = CUR_IDLE;
-    }
-}
-
 int schedule(mts_reader *r, int may_block)
 {
     int did = 0;
     for (uint32_t j = r->frontier; j < r->ncur && r->inflight < r->max_inflight; j++) {
-        if (r->cur[j].state != CUR_IDLE) continue;
+        if (r->cur[j].state != CUR_IDLE || r->cur[j].queued >= (j == r->frontier ? QUEUE_FRONTIER : QUEUE_AHEAD))
+            continue;
         uint64_t charge = unit_charge(r, j);
         piece *spare = r->cur[j].codec == MTS_CODEC_NONE ? NULL : spare_take(r, charge);
         if (spare) {
@@ -276,7 +323,7 @@ int schedule(mts_reader *r, int may_block)
                            "the budget of %llu bytes", what, (unsigned long long)charge,
                            (unsigned long long)r->cur[j].pos, (unsigned long long)eng_cap(r->engine));
         if (j != r->frontier || r->inflight || !may_block) break; /* wait for what is in flight */
-        drop_lookahead(r); /* their pieces become spares */
+        drop_ahead(r, 1); /* their pieces become spares */
         piece *freed = spare_take(r, charge);
         if (freed) {
             FORWARD_IF_ERROR(submit_unit(r, j, freed->charge, freed));

@@ -51,7 +51,9 @@ typedef struct eng_client_ops {
     /* On a worker, in submission order, one at a time per client; frees the job. */
     void (*drain)(void *ctx, eng_job *job);
     /* Frees what the client can give back without its owner (writer: spill
-     * held chunks). May be NULL. Called from another client's thread. */
+     * held chunks; reader: drop what it decoded ahead). May be NULL. Called
+     * from another client's thread, or its owner's while it waits as another
+     * client (a task's writer). */
     void (*reclaim)(void *ctx);
 } eng_client_ops;
 

@@ -9,19 +9,23 @@
  * block boundary (lz4) or a full buffer (zstd, whose stream state the cursor
  * keeps between units). One unit per cursor is in flight at a time; cursors
  * of later maps decode ahead of the one being handed out (the frontier) while
- * the budget allows. The first unit of a cursor verifies its partitions'
- * checksums before anything is decoded. With codec none, pieces point into
- * the mapped file (zero-copy).
+ * the budget allows, one piece each (the frontier keeps two). The first unit
+ * of a cursor verifies its partitions' checksums before anything is decoded.
+ * With codec none, pieces point into the mapped file (zero-copy).
  *
  * Budget: a unit's piece is paid before the unit is submitted. When the
  * caller moves past it, the piece is kept as a spare (two at most) that pays
  * for a later unit: a reader next to writers that keep the budget full (a
  * Spark task reading one shuffle and writing another) would otherwise queue
- * for every piece behind their waiters. Units never wait for budget; only the caller's thread does, in next(),
- * and only while the reader holds nothing but what it is owed: decoding
- * ahead takes budget only if it is free right now, and if the frontier
- * cannot get any, the pieces decoded ahead (never handed out) are dropped
- * and their cursors start again later.
+ * for every piece behind their waiters. Units never wait for budget; only
+ * the caller's thread does, in next(), and only while the reader holds
+ * nothing but what it is owed: decoding ahead takes budget only if it is
+ * free right now, and if the frontier cannot get any, the pieces decoded
+ * ahead (never handed out) are dropped and their cursors start again later.
+ * Those pieces are also the reader's reclaimable bytes: a waiter of any
+ * client (this caller's own writer too) that finds nothing in flight drops
+ * them. So what a reader holds that only its caller can give back is
+ * bounded: the piece handed out, two spares, the frontier's two pieces.
  *
  * Waits: the reader's units go ahead of other clients' queued jobs, and a
  * caller that needs a piece whose unit no worker has started runs it itself.
@@ -201,6 +205,7 @@ static void end_read_locked(mts_reader *r)
         c->state = CUR_DONE;
     }
     r->ncur = r->nranges = r->frontier = 0;
+    ahead_sync(r); /* nothing is ahead now */
 }
 
 /* Appends range [start, end) to the read, one cursor per map; begins a read
@@ -330,6 +335,7 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
         if (c->head) {
             piece *p = c->head;
             c->head = p->next;
+            c->queued--;
             if (!c->head) c->tail = NULL;
             r->current = p;
             *out = (mts_read_piece){c->map, p->data, p->len, c->range};
@@ -346,6 +352,7 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
         if (c->state == CUR_DONE) {
             r->st.bytes_stored += c->b - c->a;
             r->frontier++;
+            if (r->frontier < r->ncur) ahead_leave(r, &r->cur[r->frontier]);
             continue;
         }
         int did = schedule(r, 1);

@@ -40,6 +40,7 @@ typedef struct cursor {
     void *dstate;       /* the codec's step state; unit's while BUSY */
     int verified;       /* the segment's checksums were checked */
     piece *head, *tail; /* decoded, not handed out */
+    uint32_t queued;    /* pieces in that list */
     int err;
     char msg[MTS_MSG_CAP];
 } cursor;
@@ -78,6 +79,9 @@ struct mts_reader {
     piece *spare;          /* pieces the caller is done with, kept with their charge to pay
                               for the next units (decode.c: SPARE_MAX) */
     uint32_t nspare;
+    uint64_t ahead;        /* charges of the pieces queued on cursors past the frontier: what
+                              reclaim frees (their cursors start again later); the engine
+                              knows it as this client's reclaimable bytes */
     int err;
     char msg[MTS_MSG_CAP];
     mts_reader_stats st;   /* but decode_ns */
@@ -93,6 +97,10 @@ void piece_free(mts_reader *r, piece *p);
 void piece_recycle(mts_reader *r, piece *p);
 void spares_free(mts_reader *r);
 void cursor_reset(mts_reader *r, cursor *c);
+/* Cursor c became the frontier: its pieces are not ahead any more. */
+void ahead_leave(mts_reader *r, const cursor *c);
+/* Cursors past the frontier were reset: recounts r->ahead. */
+void ahead_sync(mts_reader *r);
 /* What a message calls cursor c's bytes: its map's data file, or its block. */
 const char *cursor_name(const mts_reader *r, const cursor *c, char *buf, size_t len);
 /* Submits the units the budget allows; 1 if any was submitted, < 0 on
