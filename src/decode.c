@@ -80,10 +80,17 @@ static void cursor_clear(mts_reader *r, cursor *c, int recycle)
 
 void cursor_reset(mts_reader *r, cursor *c) { cursor_clear(r, c, 1); }
 
-void ahead_leave(mts_reader *r, const cursor *c)
+/* The charges of the pieces queued on c. */
+static uint64_t queued_charge(const cursor *c)
 {
     uint64_t sum = 0;
     for (const piece *p = c->head; p; p = p->next) sum += p->charge;
+    return sum;
+}
+
+void ahead_leave(mts_reader *r, const cursor *c)
+{
+    uint64_t sum = queued_charge(c);
     if (!sum) return;
     r->ahead -= sum;
     (void)eng_note_reclaimable(&r->client, -(int64_t)sum);
@@ -92,8 +99,7 @@ void ahead_leave(mts_reader *r, const cursor *c)
 void ahead_sync(mts_reader *r)
 {
     uint64_t sum = 0;
-    for (uint32_t j = r->frontier + 1; j < r->ncur; j++)
-        for (const piece *p = r->cur[j].head; p; p = p->next) sum += p->charge;
+    for (uint32_t j = r->frontier + 1; j < r->ncur; j++) sum += queued_charge(&r->cur[j]);
     if (sum != r->ahead) (void)eng_note_reclaimable(&r->client, (int64_t)sum - (int64_t)r->ahead);
     r->ahead = sum;
 }

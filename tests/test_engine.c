@@ -296,12 +296,14 @@ static void test_urgent(void)
     mts_engine_free(e);
 }
 
-/* n bytes of partly compressible data (*src) and their lz4 stream. */
-static unsigned char *make_block(size_t n, unsigned char **src, size_t *clen)
+/* n bytes of partly compressible data (*src, starting with `first`) and
+ * their lz4 stream. */
+static unsigned char *make_block(size_t n, unsigned char first, unsigned char **src, size_t *clen)
 {
     *src = malloc(n);
     uint64_t seed = test_seed;
     for (size_t i = 0; i < n; i++) (*src)[i] = (unsigned char)(i % 251 < 200 ? i % 7 : rng_below(&seed, 256));
+    (*src)[0] = first;
     mts_cctx *cc;
     CHECK_RC(mts_cctx_create(MTS_CODEC_LZ4, 1, 32768, &cc));
     size_t cap = mts_cctx_bound(cc, n);
@@ -311,11 +313,25 @@ static unsigned char *make_block(size_t n, unsigned char **src, size_t *clen)
     return block;
 }
 
-/* Reads the block reader r to its end: checks the bytes against src. */
-static void read_all(mts_reader *r, const unsigned char *src, size_t n, uint32_t tag)
+/* A block reader on engine e, lz4, pieces of piece_size bytes. */
+static mts_reader *open_block_reader(mts_engine *e, uint32_t piece_size)
+{
+    mts_reader_options ro;
+    mts_reader_options_init(&ro);
+    ro.engine = e;
+    ro.codec = MTS_CODEC_LZ4;
+    ro.piece_size = piece_size;
+    mts_reader *r = NULL;
+    char err[MTS_MSG_CAP];
+    CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
+    return r;
+}
+
+/* Reads the block reader r to its end, the first `got` bytes of src read
+ * already: checks the rest against src. */
+static void read_all(mts_reader *r, const unsigned char *src, size_t n, uint32_t tag, size_t got)
 {
     mts_read_piece pc;
-    size_t got = 0;
     int rc, same = 1;
     while ((rc = mts_reader_next(r, &pc)) == 1) {
         same &= got + pc.len <= n && memcmp(src + got, pc.data, pc.len) == 0 && pc.range == tag;
@@ -339,18 +355,10 @@ static void test_reader_runs_own(void)
     while (!__atomic_load_n(&blocker.started, __ATOMIC_ACQUIRE)) usleep(100);
 
     size_t n = 3u << 20, clen;
-    unsigned char *src, *block = make_block(n, &src, &clen);
-
-    mts_reader_options ro;
-    mts_reader_options_init(&ro);
-    ro.engine = e;
-    ro.codec = MTS_CODEC_LZ4;
-    ro.piece_size = 256 << 10;
-    mts_reader *r;
-    char err[MTS_MSG_CAP];
-    CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
+    unsigned char *src, *block = make_block(n, 0, &src, &clen);
+    mts_reader *r = open_block_reader(e, 256 << 10);
     CHECK_RC(mts_reader_add_block(r, block, clen, 7));
-    read_all(r, src, n, 7);
+    read_all(r, src, n, 7, 0);
     mts_reader_stats st;
     CHECK_RC(mts_reader_get_stats(r, &st));
     CHECK(st.pieces_here >= n / (256 << 10) && st.bytes_decoded == n);
@@ -397,15 +405,8 @@ static void test_reader_spares(void)
     mts_engine *e;
     CHECK_RC(mts_engine_create(2, 4 << 20, &e, NULL, 0));
     size_t n = 6u << 20, clen;
-    unsigned char *src, *block = make_block(n, &src, &clen);
-    mts_reader_options ro;
-    mts_reader_options_init(&ro);
-    ro.engine = e;
-    ro.codec = MTS_CODEC_LZ4;
-    ro.piece_size = 128 << 10;
-    mts_reader *r;
-    char err[MTS_MSG_CAP];
-    CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
+    unsigned char *src, *block = make_block(n, 0, &src, &clen);
+    mts_reader *r = open_block_reader(e, 128 << 10);
     CHECK_RC(mts_reader_add_block(r, block, clen, 3));
     mts_read_piece pc;
     CHECK(mts_reader_next(r, &pc) == 1 && pc.len && memcmp(pc.data, src, pc.len) == 0);
@@ -429,12 +430,7 @@ static void test_reader_spares(void)
     CHECK_RC(eng_client_init(&wc, e, &uops, &drained));
     pthread_create(&wth, NULL, waiter_main, &wc);
     usleep(50000); /* it waits now, most likely (if not, the read proves less, but passes) */
-    int rc, same = 1;
-    while ((rc = mts_reader_next(r, &pc)) == 1) {
-        same &= got + pc.len <= n && memcmp(src + got, pc.data, pc.len) == 0;
-        got += pc.len;
-    }
-    CHECK(rc == 0 && same && got == n);
+    read_all(r, src, n, 3, got);
     __atomic_store_n(&h.done, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
     pthread_join(wth, NULL);
@@ -477,22 +473,9 @@ static void test_reader_reclaim(void)
     enum { NB = 6 };
     size_t n = 3u << 19, clen[NB];
     unsigned char *src[NB], *block[NB];
-    for (int b = 0; b < NB; b++) {
-        block[b] = make_block(n, &src[b], &clen[b]);
-        src[b][0] = (unsigned char)b; /* tell the blocks apart */
-        mts_cctx *cc;
-        CHECK_RC(mts_cctx_create(MTS_CODEC_LZ4, 1, 32768, &cc));
-        CHECK_RC(mts_cctx_compress(cc, src[b], n, block[b], mts_cctx_bound(cc, n), &clen[b]));
-        mts_cctx_free(cc);
-    }
-    mts_reader_options ro;
-    mts_reader_options_init(&ro);
-    ro.engine = e;
-    ro.codec = MTS_CODEC_LZ4;
-    ro.piece_size = 128 << 10;
-    mts_reader *r;
-    char err[MTS_MSG_CAP];
-    CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
+    for (int b = 0; b < NB; b++) block[b] = make_block(n, (unsigned char)b, &src[b], &clen[b]); /* told apart */
+    const uint32_t piece_size = 128 << 10;
+    mts_reader *r = open_block_reader(e, piece_size);
     for (int b = 0; b < NB; b++) CHECK_RC(mts_reader_add_block(r, block[b], clen[b], (uint32_t)b));
     mts_read_piece pc;
     CHECK(mts_reader_next(r, &pc) == 1 && pc.range == 0 && memcmp(pc.data, src[0], pc.len) == 0);
@@ -508,10 +491,10 @@ static void test_reader_reclaim(void)
         eng_client_stats cs;
         eng_client_stats_get(&r->client, &cs);
         held = cs.held;
-        if (inflight == 0 && ahead >= 2 * (uint64_t)ro.piece_size) break;
+        if (inflight == 0 && ahead >= 2 * (uint64_t)piece_size) break;
         usleep(1000);
     }
-    CHECK(ahead >= 2 * (uint64_t)ro.piece_size);
+    CHECK(ahead >= 2 * (uint64_t)piece_size);
     int drained = 0;
     grab g = {.n = cap - (held - ahead)};
     CHECK_RC(eng_client_init(&g.c, e, &uops, &drained));
