@@ -6,8 +6,10 @@ each run with Spark's own shuffle and with mtshuffle's ShuffleManager:
 results must be identical (reduce tasks read through the plugin's reader,
 MtsShuffleReader). Then the record paths (RecordPathBench), a shuffle I/O
 plugin without a single-file writer (read by Spark's reader, the plugin's
-reader off), a byte flipped in a committed data file (found by the plugin's
-reader, Spark's fetch-failure path), reducers stopped early by a limit or
+reader off), each way the plugin's reader takes a fetched block (mapped,
+copied, streamed), a byte flipped in a committed data file (found by the
+plugin's reader in a copied and in a mapped block, Spark's fetch-failure
+path), reducers stopped early by a limit or
 killed while reading (every engine gives everything back) and speculative
 attempts (README.md, "Spark plugin"). With --kill, an executor is killed
 during the map stage and another while committing, and the results must
@@ -187,6 +189,8 @@ for rep in range(cfg["reps"] if not scenario else 0):
           .select(*[F.count(c).alias(c) for c in cols]).collect()[0].asDict()
     times.append(time.time() - t0)
     res["seed_query"] = q1
+if cfg.get("probe_block_access"):
+    res["block_access"] = list(sc._jvm.org.mtshuffle.test.EngineProbe.blockAccess(sc._jsc.sc(), 40))
 if not cfg["kill"] and not cfg.get("seed_only") and not scenario:
     g = t.groupBy("ss_item_sk").agg(F.count("*").alias("n"), F.sum("ss_customer_sk").alias("s")).orderBy("ss_item_sk").collect()
     res["group_by"] = [list(r) for r in g]
@@ -257,8 +261,8 @@ def run(cfg):
     return json.loads(lines[0][7:])
 
 
-def check_corruption(base):
-    r = run(dict(base, mode="mts", scenario="corrupt"))["corrupt"]
+def check_corruption(base, conf=None, how="copied from Spark's buffer"):
+    r = run(dict(base, mode="mts", scenario="corrupt", conf=conf or {}))["corrupt"]
     if r["first"] != r["second"]:
         raise SystemExit("e2e: after a byte was flipped in %s the count changed: %d -> %d" % (r["file"], r["first"], r["second"]))
     # Spark's diagnosis recomputes the block's checksum and compares it with the checksum file's value:
@@ -269,8 +273,37 @@ def check_corruption(base):
     # found by the plugin's reader: the engine's decoder named the corrupt block
     if not any("corrupt lz4 stream" in m and "mtshuffle read block" in m for m in r["failures"]):
         raise SystemExit("e2e: the corrupt block was not found by the plugin's reader: %s" % r["failures"])
-    print("e2e: a byte flipped in %s: the reader's decoder found it, fetch failed, diagnosed by Spark's checksum "
-          "as DISK_ISSUE, stage retried, count unchanged" % r["file"])
+    # the stored bytes taken as this run means to
+    if not any("its stored bytes %s" % how in m for m in r["failures"]):
+        raise SystemExit("e2e: the corrupt block's stored bytes were not %s: %s" % (how, r["failures"]))
+    print("e2e: a byte flipped in %s (its stored bytes %s): the reader's decoder found it, fetch failed, diagnosed by Spark's "
+          "checksum as DISK_ISSUE, stage retried, count unchanged" % (r["file"], how))
+
+
+# a map threshold below every block of the e2e table: local blocks are mapped
+MAPPED = {"spark.mtshuffle.reader.blockAccess": "map", "spark.storage.memoryMapThreshold": "4k"}
+# and remote blocks fetched to disk, so that every block is mapped
+MAPPED_ALL = dict(MAPPED, **{"spark.network.maxRemoteBlockSizeFetchToMem": "1k"})
+
+
+def check_block_access(base, want):
+    """Each way the reader takes a fetched block (spark.mtshuffle.reader.blockAccess) reads the seed query's
+    shuffle to the same result, and is the way taken: map (local blocks mapped, remote ones copied from
+    Spark's buffer), copy (every block copied), stream (every block read through Spark's stream)."""
+    probe = test_jar(base["work"], base["jar"])
+    for access, conf in (("map", MAPPED), ("copy", {"spark.mtshuffle.reader.blockAccess": "copy"}),
+                         ("stream", {"spark.mtshuffle.reader.blockAccess": "stream"})):
+        r = run(dict(base, mode="mts", seed_only=True, probe_block_access=True, extra_jars=[probe], conf=conf))
+        if r["seed_query"] != want:
+            raise SystemExit("e2e: with spark.mtshuffle.reader.blockAccess=%s the seed query differs" % access)
+        mapped, copied, streamed = (sum(int(l.split()[i]) for l in r["block_access"]) for i in (1, 2, 3))
+        ok = {"map": mapped > 0 and copied > 0 and streamed == 0, "copy": mapped == 0 and copied > 0 and streamed == 0,
+              "stream": mapped == 0 and copied == 0 and streamed > 0}[access]
+        if not ok:
+            raise SystemExit("e2e: blockAccess=%s: blocks mapped %d, copied %d, streamed %d (per executor: %s)"
+                             % (access, mapped, copied, streamed, r["block_access"]))
+        print("e2e: reader blockAccess=%s: seed query identical; blocks mapped %d, copied from Spark's buffer %d, "
+              "read through its stream %d" % (access, mapped, copied, streamed))
 
 
 def spark_classpath():
@@ -406,15 +439,19 @@ def main():
     ap.add_argument("--rows", type=int, default=3000000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--kill", action="store_true")
-    ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed", "early_stop"),
+    ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed", "early_stop", "block_access"),
                     help="run only that check")
     a = ap.parse_args()
     table = make_table(a.work, a.rows)
     base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": a.reps, "kill": False,
             "work": os.path.abspath(a.work)}
     if a.only:
-        if a.only == "plugin":
-            check_plugin(base, run(dict(base, mode="spark", seed_only=True))["seed_query"])
+        if a.only in ("plugin", "block_access"):
+            want = run(dict(base, mode="spark", seed_only=True))["seed_query"]
+            (check_plugin if a.only == "plugin" else check_block_access)(base, want)
+        elif a.only == "corrupt":
+            check_corruption(base)
+            check_corruption(base, MAPPED_ALL, "mapped")
         else:
             {"corrupt": check_corruption, "speculate": check_speculation, "malformed": check_malformed,
              "early_stop": check_early_stop}[a.only](base)
@@ -457,7 +494,9 @@ def main():
           "and %.1f ns" % (rp["rows"], rp["unsafe_row_ns_per_record"], rp["serializer_ns_per_record"]))
     check_plugin(base, out["spark"]["seed_query"])
     check_malformed(base)
+    check_block_access(base, out["spark"]["seed_query"])
     check_corruption(base)
+    check_corruption(base, MAPPED_ALL, "mapped")
     check_early_stop(base)
     check_speculation(base)
     json.dump(out, open(os.path.join(a.work, "e2e.json"), "w"), indent=1)

@@ -17,8 +17,8 @@ import scala.Tuple2;
  * What each executor's engine holds between jobs, called from the e2e driver
  * through py4j: a job of many small tasks, each reporting its executor's
  * engine counters. Each distinct line is "executor clients held cached peak
- * budget", or "executor none" where no engine was started. And a reduce
- * stage killed while its tasks read.
+ * budget", or "executor none" where no engine was started; how the
+ * reduce side took its blocks; and a reduce stage killed while its tasks read.
  */
 public final class EngineProbe {
     private EngineProbe() {}
@@ -31,6 +31,20 @@ public final class EngineProbe {
             ShuffleManager m = SparkEnv.get().shuffleManager();
             long[] st = m instanceof MtsShuffleManager ? ((MtsShuffleManager) m).engineStats() : null;
             return st == null ? id + " none" : id + " " + st[2] + " " + st[5] + " " + st[10] + " " + st[6] + " " + st[7];
+        }).distinct().collect();
+    }
+
+    /**
+     * How each executor's reduce tasks took the blocks they read, "executor mapped copied streamed"
+     * (MtsShuffleManager.readerBlockAccess), one line per executor that ran a probe task.
+     */
+    public static List<String> blockAccess(SparkContext sc, int tasks) {
+        List<Integer> xs = new ArrayList<>();
+        for (int i = 0; i < tasks; i++) xs.add(i);
+        return new JavaSparkContext(sc).parallelize(xs, tasks).map(i -> {
+            ShuffleManager m = SparkEnv.get().shuffleManager();
+            long[] n = m instanceof MtsShuffleManager ? ((MtsShuffleManager) m).readerBlockAccess() : new long[3];
+            return SparkEnv.get().executorId() + " " + n[0] + " " + n[1] + " " + n[2];
         }).distinct().collect();
     }
 

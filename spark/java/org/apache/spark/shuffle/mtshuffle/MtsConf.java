@@ -24,12 +24,18 @@ import org.mtshuffle.NativeShuffleWriter;
  *                                   Spark's fetch buffers and hands to the engine ahead of the block
  *                                   it deserialises; default 8m
  * spark.mtshuffle.reader.pieceSize  decoded bytes per piece the engine hands a reduce task; default 256k
+ * spark.mtshuffle.reader.blockAccess  how a reduce task takes a fetched block's stored bytes: map
+ *                                   (default: a block in a file, local or fetched to disk, of at least
+ *                                   spark.storage.memoryMapThreshold (Spark's, 2m) is mapped, any other
+ *                                   copied once from Spark's buffer), copy (every block copied once), or
+ *                                   stream (read through Spark's stream of the block, as its reader does)
  * </pre>
  * Off-heap memory this needs, which spark.executor.memoryOverhead must cover:
  * maxBytesInFlight + bufferSize x (tasks running at once) + 4 MiB x (tasks
  * running at once) + 1 MiB x threads (README.md, "The Spark plugin"); a
  * reduce task holds reader.lookAhead of stored bytes (plus one block, when a
- * block is larger) outside the budget, and decoded pieces inside it.
+ * block is larger; mapped blocks are page cache) outside the budget, and
+ * decoded pieces inside it.
  */
 final class MtsConf {
     static final String THREADS = "spark.mtshuffle.threads";
@@ -41,6 +47,7 @@ final class MtsConf {
     static final String READER_ENABLED = "spark.mtshuffle.reader.enabled";
     static final String READER_LOOK_AHEAD = "spark.mtshuffle.reader.lookAhead";
     static final String READER_PIECE_SIZE = "spark.mtshuffle.reader.pieceSize";
+    static final String READER_BLOCK_ACCESS = "spark.mtshuffle.reader.blockAccess";
 
     final int threads;
     final long maxBytesInFlight;
@@ -56,6 +63,10 @@ final class MtsConf {
     final boolean readerEnabled;
     final long readerLookAhead;
     final int readerPieceSize;
+    /** Blocks in a file of at least this many bytes are mapped; Long.MAX_VALUE: none are. */
+    final long readerMapBytes;
+    /** Blocks are copied from the buffer Spark fetched them into, not read through its stream. */
+    final boolean readerCopyBuffers;
     /** Spark's name of the checksum algorithm, null when checksums are off. */
     final String checksumName;
 
@@ -126,5 +137,11 @@ final class MtsConf {
             throw new IllegalArgumentException(READER_PIECE_SIZE + " = " + piece
                     + ": must be in 4k..64m and at most half of " + MAX_BYTES_IN_FLIGHT);
         readerPieceSize = (int) piece;
+        String access = conf.get(READER_BLOCK_ACCESS, "map").toLowerCase(Locale.ROOT);
+        if (!access.equals("map") && !access.equals("copy") && !access.equals("stream"))
+            throw new IllegalArgumentException(READER_BLOCK_ACCESS + " = " + access + ": must be map, copy or stream");
+        readerMapBytes = access.equals("map")
+                ? Math.max(1, conf.getSizeAsBytes("spark.storage.memoryMapThreshold", "2m")) : Long.MAX_VALUE;
+        readerCopyBuffers = !access.equals("stream");
     }
 }

@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLongArray;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
@@ -54,6 +55,7 @@ public class MtsShuffleManager extends SortShuffleManager {
     private final ConcurrentHashMap<Integer, Boolean> reported = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Integer, Boolean> readReported = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Integer, Set<Long>> ourMaps = new ConcurrentHashMap<>();
+    private final AtomicLongArray readerBlocks = new AtomicLongArray(3); /* readerBlockAccess() */
     private MtsConf settings;                    /* guarded by this */
     private NativeEngine engine;                 /* guarded by this: the executor's, from the first task */
     private ShuffleExecutorComponents components; /* guarded by this */
@@ -88,6 +90,20 @@ public class MtsShuffleManager extends SortShuffleManager {
      */
     public synchronized long[] engineStats() {
         return engine == null ? null : engine.stats();
+    }
+
+    /**
+     * How this executor's reduce tasks took the blocks they read (spark.mtshuffle.reader.blockAccess):
+     * mapped, copied from Spark's buffer, read through Spark's stream; counted when a read ends.
+     */
+    public long[] readerBlockAccess() {
+        return new long[] {readerBlocks.get(0), readerBlocks.get(1), readerBlocks.get(2)};
+    }
+
+    void countReaderBlocks(int mapped, int copied, int streamed) {
+        readerBlocks.addAndGet(0, mapped);
+        readerBlocks.addAndGet(1, copied);
+        readerBlocks.addAndGet(2, streamed);
     }
 
     /** Spark's shuffle I/O plugin on this executor, initialised as Spark's sort shuffle does. */

@@ -4,12 +4,16 @@ import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import java.util.zip.Checksum;
 import org.apache.spark.Aggregator;
 import org.apache.spark.InterruptibleIterator;
@@ -19,6 +23,8 @@ import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.internal.config.package$;
+import org.apache.spark.network.buffer.FileSegmentManagedBuffer;
+import org.apache.spark.network.buffer.ManagedBuffer;
 import org.apache.spark.network.shuffle.checksum.Cause;
 import org.apache.spark.network.shuffle.checksum.ShuffleChecksumHelper;
 import org.apache.spark.serializer.SerializerInstance;
@@ -55,9 +61,10 @@ import scala.runtime.AbstractFunction2;
  * The reduce side on the executor's engine. Blocks are fetched by Spark's own
  * machinery (ShuffleBlockFetcherIterator: local and remote blocks, the external
  * shuffle service, retries, fetch-to-disk of large blocks, fetch failures), with
- * no decompression in it: each fetched block's stored bytes are copied out of
- * Spark's buffer (which goes back to the fetcher at once) and handed to a
- * {@link NativeBlockReader}, which decompresses them on the engine's threads
+ * no decompression in it: each fetched block's stored bytes are taken from
+ * Spark's buffer (which goes back to the fetcher at once): mapped where it is
+ * a large file segment, else copied once (spark.mtshuffle.reader.blockAccess),
+ * and handed to a {@link NativeBlockReader}, which decompresses them on the engine's threads
  * under its budget. The task thread keeps up to spark.mtshuffle.reader.lookAhead
  * bytes of later blocks handed over while it deserialises the current one, so
  * decompression runs on other cores; blocks are deserialised in fetch order
@@ -77,6 +84,9 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
     private static final int POOL_BUFFERS = 8;             /* block buffers a task keeps for reuse */
     private static final int POOL_BUFFER_MAX = 4 << 20;    /* larger ones are freed when done */
     private static final long LOG_READ_BYTES = 64L << 20;  /* a read decoding this much logs its stats at info */
+    /* How a block's stored bytes were taken (spark.mtshuffle.reader.blockAccess). */
+    private static final int MAPPED = 0, COPIED = 1, STREAMED = 2;
+    private static final String[] ACCESS = {"mapped", "copied from Spark's buffer", "read through Spark's stream"};
 
     private final MtsShuffleManager manager;
     private final MtsConf settings;
@@ -246,12 +256,14 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
         final ByteBuffer bytes;
         final int length;
         final int tag;
+        final int access; /* MAPPED, COPIED or STREAMED */
 
-        Fetched(BlockId id, ByteBuffer bytes, int length, int tag) {
+        Fetched(BlockId id, ByteBuffer bytes, int length, int tag, int access) {
             this.id = id;
             this.bytes = bytes;
             this.length = length;
             this.tag = tag;
+            this.access = access;
         }
     }
 
@@ -270,6 +282,8 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
         private final ArrayDeque<ByteBuffer> pool = new ArrayDeque<>(); /* buffers to reuse */
         private final byte[] chunk = new byte[READ_CHUNK];
         private long aheadBytes;
+        private long fetchNs; /* this thread's time in the fetcher and copying stored bytes */
+        private final int[] taken = new int[3]; /* blocks taken each way: MAPPED, COPIED, STREAMED */
         private int nextTag;
         private boolean fetcherDone, closed;
         /* The piece last taken from the reader (for the block whose tag it has), and its tag. */
@@ -310,22 +324,41 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
                 fetcherDone = true;
                 return false;
             }
-            Tuple2<BlockId, InputStream> t = fetcher.next(); /* may wait for the network: Spark's reader would too */
-            ByteBuffer buf = pool.pollFirst();
+            long t0 = System.nanoTime();
+            Object head = settings.readerCopyBuffers ? nextResult() : null; /* what next() takes now */
+            Tuple2<BlockId, InputStream> t = fetcher.next();
             long hint = sizes.getOrDefault(t._1(), 0L); /* a batch block is not in the map: grown as read */
-            int n = 0;
+            ManagedBuffer src = head instanceof ShuffleBlockFetcherIterator.SuccessFetchResult
+                    && ((ShuffleBlockFetcherIterator.SuccessFetchResult) head).blockId().equals(t._1())
+                    ? ((ShuffleBlockFetcherIterator.SuccessFetchResult) head).buf() : null;
+            ByteBuffer buf = null;
+            int n = -1, access = MAPPED;
             try (InputStream in = t._2()) {
-                if (buf == null || buf.capacity() < hint)
-                    buf = ByteBuffer.allocateDirect((int) Math.min(Integer.MAX_VALUE - 8, Math.max(hint, READ_CHUNK * 4)));
-                for (int r; (r = in.read(chunk)) > 0; n += r) {
-                    if (n + r > buf.capacity()) buf = grow(buf, n, (long) n + r);
-                    buf.put(n, chunk, 0, r);
+                if (src != null && src.size() >= settings.readerMapBytes) buf = map(src);
+                if (buf != null) {
+                    n = buf.capacity();
+                } else {
+                    if (src != null) hint = src.size();
+                    buf = pool.pollFirst();
+                    if (buf == null || buf.capacity() < hint)
+                        buf = ByteBuffer.allocateDirect((int) Math.min(Integer.MAX_VALUE - 8, Math.max(hint, READ_CHUNK * 4)));
+                    access = COPIED;
+                    if (src != null) n = copyFrom(src, buf);
+                }
+                if (n < 0) {
+                    access = STREAMED;
+                    n = 0;
+                    for (int r; (r = in.read(chunk)) > 0; n += r) {
+                        if (n + r > buf.capacity()) buf = grow(buf, n, (long) n + r);
+                        buf.put(n, chunk, 0, r);
+                    }
                 }
             } catch (IOException e) {
                 /* Spark's stream turns read errors into FetchFailedException; anything else is ours. */
                 throw new RuntimeException("mtshuffle: shuffle " + handle.shuffleId() + ": read block " + t._1(), e);
             }
-            Fetched f = new Fetched(t._1(), buf, n, nextTag++);
+            Fetched f = new Fetched(t._1(), buf, n, nextTag++, access);
+            taken[access]++;
             try {
                 reader.add(buf, n, f.tag);
             } catch (IOException e) {
@@ -333,7 +366,76 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
             }
             ahead.addLast(f);
             aheadBytes += n;
+            fetchNs += System.nanoTime() - t0;
             return true;
+        }
+
+        /**
+         * The fetcher's next result, once there is one (a remote block may still be
+         * on the network: Spark's reader would wait in next() too), so that its
+         * buffer can be read directly; null if the task is killed meanwhile. The
+         * fetcher has no wait that leaves the result in its queue, so this polls,
+         * at most every 200 us, and reports the wait as Spark's fetch wait time.
+         */
+        private Object nextResult() {
+            Object head = fetched.peek();
+            if (head != null) return head;
+            long t0 = System.nanoTime();
+            for (long pause = 10_000; (head = fetched.peek()) == null && !context.isInterrupted(); ) {
+                LockSupport.parkNanos(pause);
+                pause = Math.min(2 * pause, 200_000);
+            }
+            readMetrics.incFetchWaitTime(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
+            return head;
+        }
+
+        /**
+         * A large block in a file (a local block, or a remote one Spark fetched to
+         * disk), mapped read-only: the engine's threads decode it from the page cache
+         * and this thread copies nothing (a copy of a skewed block costs this task
+         * as much as its decoding). Null where it cannot be mapped: the caller copies.
+         * Committed shuffle files are replaced by rename, never truncated, so the
+         * mapping stays valid until it is unmapped when the reader is past it.
+         */
+        private ByteBuffer map(ManagedBuffer src) {
+            if (!(src instanceof FileSegmentManagedBuffer) || src.size() > Integer.MAX_VALUE - 8) return null;
+            FileSegmentManagedBuffer seg = (FileSegmentManagedBuffer) src;
+            try (FileChannel ch = FileChannel.open(seg.getFile().toPath(), StandardOpenOption.READ)) {
+                if (seg.getOffset() + seg.getLength() > ch.size()) return null; /* shorter than its index says */
+                return ch.map(FileChannel.MapMode.READ_ONLY, seg.getOffset(), seg.getLength());
+            } catch (IOException | RuntimeException e) {
+                return null;
+            }
+        }
+
+        /**
+         * The stored bytes straight from the buffer Spark fetched them into, in one
+         * copy: a file segment read into dst by the kernel, an in-memory one copied
+         * once. The stream Spark made of the same buffer would pass them through a
+         * heap array and its checksum (which only a corrupt block needs, and ours
+         * computes then from dst). -1 where this cannot serve (any error): the caller
+         * reads the stream, untouched so far, and Spark's own error path applies.
+         */
+        private int copyFrom(ManagedBuffer src, ByteBuffer dst) {
+            long len = src.size();
+            if (len > dst.capacity()) return -1;
+            try {
+                if (src instanceof FileSegmentManagedBuffer) {
+                    FileSegmentManagedBuffer seg = (FileSegmentManagedBuffer) src;
+                    try (FileChannel ch = FileChannel.open(seg.getFile().toPath(), StandardOpenOption.READ)) {
+                        ByteBuffer d = dst.duplicate().position(0).limit((int) len);
+                        while (d.hasRemaining())
+                            if (ch.read(d, seg.getOffset() + d.position()) < 0) return -1; /* shorter than its index says */
+                    }
+                } else {
+                    ByteBuffer b = src.nioByteBuffer();
+                    if (b.remaining() != len) return -1;
+                    dst.put(0, b, b.position(), (int) len);
+                }
+                return (int) len;
+            } catch (IOException | RuntimeException e) {
+                return -1;
+            }
         }
 
         private ByteBuffer grow(ByteBuffer buf, int used, long need) {
@@ -349,7 +451,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
          *  freed now rather than at some later garbage collection (a skewed block's can be 100 MB). */
         private void recycle() {
             for (ByteBuffer b; (b = reader.takeReleased()) != null; ) {
-                if (pool.size() < POOL_BUFFERS && b.capacity() <= POOL_BUFFER_MAX) pool.addLast(b);
+                if (!b.isReadOnly() && pool.size() < POOL_BUFFERS && b.capacity() <= POOL_BUFFER_MAX) pool.addLast(b);
                 else StorageUtils.dispose(b);
             }
         }
@@ -409,7 +511,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
             Tuple2<BlockManagerId, Integer> o = origin.get(mapId);
             BlockManagerId address = o != null ? o._1() : bm.blockManagerId();
             int mapIndex = o != null ? o._2() : -1;
-            String msg = cause.getMessage();
+            String msg = cause.getMessage() + " (its stored bytes " + ACCESS[f.access] + ")";
             if (f.id instanceof ShuffleBlockId && settings.checksumName != null) msg = diagnose(f, address) + "; " + msg;
             return sneaky(new FetchFailedException(address, handle.shuffleId(), mapId, mapIndex, reduceId, msg, cause));
         }
@@ -445,6 +547,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
             closed = true;
             piece = null;
             logStats();
+            manager.countReaderBlocks(taken[MAPPED], taken[COPIED], taken[STREAMED]);
             reader.close(); /* every block buffer is released now */
             for (ByteBuffer b; (b = reader.takeReleased()) != null; ) StorageUtils.dispose(b);
             for (ByteBuffer b : pool) StorageUtils.dispose(b);
@@ -462,9 +565,11 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
                 return; /* a failed reader: its failure is reported already */
             }
             if (st == null || (st[1] < LOG_READ_BYTES && !LOG.isDebugEnabled())) return;
-            String line = "mtshuffle: shuffle {} read {} blocks: {} bytes stored, {} decoded; decoding took {} ms "
-                    + "(engine threads and this one), this task waited {} ms for pieces and decoded {} itself";
-            Object[] args = {handle.shuffleId(), nextTag, st[0], st[1], st[2] / 1_000_000, st[3] / 1_000_000, st[5]};
+            String line = "mtshuffle: shuffle {} read {} blocks ({} mapped, {} copied from Spark's buffer, the others "
+                    + "read from its stream): {} bytes stored, {} decoded; fetching them took this task {} ms; decoding "
+                    + "took {} ms (engine threads and this one), this task waited {} ms for pieces and decoded {} itself";
+            Object[] args = {handle.shuffleId(), nextTag, taken[MAPPED], taken[COPIED], st[0], st[1], fetchNs / 1_000_000,
+                    st[2] / 1_000_000, st[3] / 1_000_000, st[5]};
             if (st[1] >= LOG_READ_BYTES) LOG.info(line, args);
             else LOG.debug(line, args);
         }
