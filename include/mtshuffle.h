@@ -344,7 +344,10 @@ typedef struct mts_reader_stats {
     uint64_t wait_ns;         /* time next() waited for a piece */
     uint64_t peak_bytes_held; /* high-water mark of the budget */
     uint64_t pieces_here;     /* pieces next() decoded on the caller's thread: no worker
-                                 had started them when the caller needed them */
+                                 had started them when the caller needed them, or the
+                                 caller decoded ahead rather than wait (below) */
+    uint64_t pieces_ahead_here; /* of those, pieces of later cursors decoded while the
+                                 caller's own was on a worker */
 } mts_reader_stats;
 
 MTS_API int mts_reader_get_stats(const mts_reader *r, mts_reader_stats *stats);

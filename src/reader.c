@@ -326,6 +326,7 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
     int rc = 0;
     uint64_t t0 = 0;
     const eng_job *tried = NULL; /* the unit last offered to eng_run_queued */
+    int none_queued = 0;         /* no unit of this reader waited for a worker, at the last look */
     while (r->active) {
         if (r->frontier == r->ncur) {
             r->active = 0;
@@ -375,7 +376,20 @@ int mts_reader_next(mts_reader *r, mts_read_piece *out)
             r->st.pieces_here += (uint64_t)ran;
             continue; /* run here or not, a worker may have finished it meanwhile: look again */
         }
+        if (!none_queued) {
+            /* Its unit is on a worker. Rather than sleep until it is done
+             * (a hand-off per piece where pieces are small), decode a later
+             * cursor's piece that no worker has started yet. */
+            pthread_mutex_unlock(&r->mu);
+            int ran = eng_run_queued(&r->client, NULL);
+            pthread_mutex_lock(&r->mu);
+            r->st.pieces_here += (uint64_t)ran;
+            r->st.pieces_ahead_here += (uint64_t)ran;
+            none_queued = !ran;
+            continue; /* look again before any wait: the unit may have finished meanwhile */
+        }
         pthread_cond_wait(&r->cv, &r->mu);
+        none_queued = 0;
     }
     if (!r->active && rc == 0 && r->err) rc = r->err;
     if (t0) r->st.wait_ns += mts_now_ns() - t0;

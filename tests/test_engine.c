@@ -372,6 +372,50 @@ static void test_reader_runs_own(void)
     free(src);
 }
 
+/* A reader whose next piece is on the only worker decodes a later block's
+ * piece itself meanwhile, rather than sleep until the worker is done (a
+ * hand-off per piece where pieces are small). Whether the worker has taken
+ * the first block's unit when next() looks is up to the scheduler, so a few
+ * tries are allowed; every try must read both blocks whole and in order. */
+static void test_reader_decodes_ahead(void)
+{
+    mts_engine *e;
+    CHECK_RC(mts_engine_create(1, 64 << 20, &e, NULL, 0));
+    size_t na = 16u << 20, nb = 200u << 10, ca, cb;
+    unsigned char *sa, *sb, *a = make_block(na, 1, &sa, &ca), *b = make_block(nb, 2, &sb, &cb);
+    uint64_t ahead = 0;
+    for (int attempt = 0; attempt < 20 && !ahead; attempt++) {
+        mts_reader *r = open_block_reader(e, 16u << 20); /* block a is one unit: long enough to overlap */
+        CHECK_RC(mts_reader_add_block(r, a, ca, 1));
+        usleep(1000); /* the worker takes a's unit */
+        CHECK_RC(mts_reader_add_block(r, b, cb, 2));
+        mts_read_piece pc;
+        size_t got_a = 0, got_b = 0;
+        int rc, same = 1;
+        while ((rc = mts_reader_next(r, &pc)) == 1) {
+            if (pc.range == 1) {
+                same &= got_b == 0 && got_a + pc.len <= na && memcmp(sa + got_a, pc.data, pc.len) == 0;
+                got_a += pc.len;
+            } else {
+                same &= pc.range == 2 && got_a == na && got_b + pc.len <= nb && memcmp(sb + got_b, pc.data, pc.len) == 0;
+                got_b += pc.len;
+            }
+        }
+        CHECK(rc == 0 && same && got_a == na && got_b == nb);
+        mts_reader_stats st;
+        CHECK_RC(mts_reader_get_stats(r, &st));
+        CHECK(st.pieces_ahead_here <= st.pieces_here);
+        ahead = st.pieces_ahead_here;
+        mts_reader_free(r);
+    }
+    CHECK(ahead >= 1);
+    mts_engine_free(e);
+    free(a);
+    free(b);
+    free(sa);
+    free(sb);
+}
+
 /* A reader next to a client that holds all the budget it can get and
  * another that waits for more (as writers keep it full): the reader's spare
  * pieces pay for its next units, so it reads to the end without queueing
@@ -543,6 +587,7 @@ int main(void)
     test_order();
     test_urgent();
     test_reader_runs_own();
+    test_reader_decodes_ahead();
     test_reader_spares();
     test_reader_reclaim();
     test_budget();
