@@ -11,7 +11,7 @@ build and the median of the pairwise ratios B/A with their range.
     bench/ab.py --a OLD/mtshuffle --b NEW/mtshuffle --reps 7 \\
         --config "single batch=--tasks 16 --task-mib 32" \\
         --config "batches 4.8=--tasks 16 --task-mib 32 --batches 4.8" \\
-        --contenders streaming,baseline --dir /dev/shm/mtsab [--json out.json]
+        --contenders streaming,baseline --dir /dev/shm/mtsab [--within read/decode] [--json out.json]
 """
 import argparse
 import json
@@ -37,6 +37,8 @@ def main():
     ap.add_argument("--config", action="append", required=True, help="NAME=bench arguments")
     ap.add_argument("--contenders", default="streaming,baseline")
     ap.add_argument("--dir", default="/dev/shm/mtsab")
+    ap.add_argument("--within", metavar="X/Y", help="also each build's ratio of contender X to Y, run by run "
+                    "(both from the same process and repetition), e.g. read/decode")
     ap.add_argument("--json", help="write every sample here")
     o = ap.parse_args()
     results = {}
@@ -55,6 +57,12 @@ def main():
             ratios = [y / x for x, y in zip(a, b)]
             print(f"{name:28s} {c:12s} A {statistics.median(a):.4f} s  B {statistics.median(b):.4f} s  "
                   f"B/A {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})")
+        if o.within:
+            x, _, y = o.within.partition("/")
+            for side in ("a", "b"):
+                r = [s[x] / s[y] for s in samples[side]]
+                print(f"{name:28s} {o.within:12s} {side.upper()} {statistics.median(r):.3f} "
+                      f"({min(r):.3f}-{max(r):.3f})")
     if o.json:
         with open(o.json, "w") as f:
             json.dump({"a": o.a, "b": o.b, "reps": o.reps, "contenders": o.contenders, "results": results}, f,
