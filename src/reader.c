@@ -28,7 +28,9 @@
  * bounded: the piece handed out, two spares, the frontier's two pieces.
  *
  * Waits: the reader's units go ahead of other clients' queued jobs, and a
- * caller that needs a piece whose unit no worker has started runs it itself.
+ * caller that needs a piece whose unit no worker has started runs it itself;
+ * if a worker has it, the caller runs a later cursor's queued unit before it
+ * sleeps (small pieces would otherwise cost a wake-up each).
  *
  * Locks: reader.mu guards cursors, pieces and stats. Order: reader.mu, then
  * engine.mu (pieces are given back and units paid while it is held); it is
