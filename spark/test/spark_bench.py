@@ -104,6 +104,18 @@ def report(path):
                 else:
                     cells.append("%.2f" % row["median"])
             lines.append("| %s | %s |" % (metric, " | ".join(cells)))
+        floor = out["runs"][size].get("floor")
+        if floor:
+            # What each writer adds to the map stage's task time over the same stage without its exchange,
+            # repetition by repetition (the floor runs in the same repetition).
+            cells = []
+            for w in out["writers"]:
+                if w == "floor":
+                    cells.append("")
+                    continue
+                xs = [m["map_task_s"] - f["map_task_s"] for m, f in zip(out["runs"][size][w], floor)]
+                cells.append("%.2f (%.2f-%.2f)" % (statistics.median(xs), min(xs), max(xs)))
+            lines.append("| map_task_s over floor | %s |" % " | ".join(cells))
     print("\n".join(lines))
 
 
