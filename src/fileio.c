@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -179,6 +180,18 @@ static int copy_bounce(int in_fd, uint64_t in_off, int out_fd, uint64_t len)
     if (!rc && lseek(out_fd, out_off, SEEK_SET) < 0) rc = -errno;
     mts_free(buf);
     return rc;
+}
+
+const void *fio_map_read(int fd, uint64_t len)
+{
+    if (!len || len > SIZE_MAX || use_fallback()) return NULL;
+    void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void fio_unmap(const void *p, uint64_t len)
+{
+    if (p) munmap((void *)(uintptr_t)p, (size_t)len);
 }
 
 int fio_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t len)

@@ -40,12 +40,20 @@ struct run_index {
     run_entry *entries;
 };
 
-/* A writev batch whose chunks are freed once written. */
+/* A writev batch whose chunks are freed once written (an entry without an
+ * owner points into the mapped run file). */
 typedef struct iov_batch {
     struct iovec iov[IOV_MAX];
     chunk *owner[IOV_MAX];
     int n;
 } iov_batch;
+
+/* At the merge, a run's stretch of one partition smaller than this is
+ * written from a mapping of the run file as part of a writev batch, not
+ * copied in the kernel by a call of its own: with many partitions and runs
+ * that are small (a spill holds a sixteenth of the budget), a call per
+ * stretch cost more than the copying. */
+#define MERGE_MAPPED_MAX (64u << 10)
 
 /* Writes the batch to fd (fd < 0: drops it) and frees its chunks. */
 static int batch_flush(run_store *r, iov_batch *b, int fd)
@@ -53,6 +61,7 @@ static int batch_flush(run_store *r, iov_batch *b, int fd)
     uint64_t t0 = mts_now_ns(), charge = 0;
     int rc = b->n && fd >= 0 ? fio_writev_all(fd, b->iov, b->n) : 0;
     for (int i = 0; i < b->n; i++) {
+        if (!b->owner[i]) continue; /* bytes of the mapped run file */
         charge += b->owner[i]->charge;
         mts_free(b->owner[i]);
     }
@@ -221,14 +230,25 @@ static int merge_locked(run_store *r, out_file *out)
     }
     for (uint32_t k = 0; k < r->nruns; k++) at[k] = r->runs[k].base;
     b->n = 0;
+    const unsigned char *map = r->nruns && r->fd >= 0 ? fio_map_read(r->fd, r->off) : NULL;
     uint32_t p = 0;
     for (; p < env->nparts && rc == 0; p++) {
         for (uint32_t k = 0; k < r->nruns && rc == 0; k++) {
             run_index *ri = &r->runs[k];
             if (cursor[k] == ri->count || ri->entries[cursor[k]].partition != p) continue;
             run_entry *e = &ri->entries[cursor[k]++];
-            if ((rc = batch_flush(r, b, out->fd)) < 0) break;
-            rc = out_copy(out, p, r->fd, at[k], e->len, e->checksum);
+            if (map && e->len < MERGE_MAPPED_MAX) {
+                if (b->n == IOV_MAX && (rc = batch_flush(r, b, out->fd)) < 0) break;
+                b->iov[b->n] = (struct iovec){(void *)(uintptr_t)(map + at[k]), (size_t)e->len};
+                b->owner[b->n++] = NULL;
+                out->sum[p] = dest_combine(env, out->sum[p], e->checksum, e->len);
+                out->len[p] += e->len;
+                out->off += e->len;
+                __atomic_add_fetch(&env->io->bytes_merged, e->len, __ATOMIC_RELAXED);
+            } else {
+                if ((rc = batch_flush(r, b, out->fd)) < 0) break;
+                rc = out_copy(out, p, r->fd, at[k], e->len, e->checksum);
+            }
             at[k] += e->len;
         }
         uint64_t len = 0;
@@ -242,6 +262,7 @@ static int merge_locked(run_store *r, out_file *out)
     }
     int frc = batch_flush(r, b, rc == 0 ? out->fd : -1);
     if (rc == 0) rc = frc;
+    fio_unmap(map, r->off);
     mts_free(b);
     mts_free(cursor);
     mts_free(at);
