@@ -7,7 +7,8 @@
  * file may also start with what was streamed into the data file before the
  * partition id first went down (runs_adopt: a rename, no copy). At the end
  * each partition is assembled once, in arrival order: its stretch of every
- * run by in-kernel copy, then its held chunks. Compressed bytes are never
+ * run (small ones from a mapping of the run file, batched with the chunks
+ * into writev; large ones by in-kernel copy), then its held chunks. Compressed bytes are never
  * decoded. */
 #include <fcntl.h>
 #include <limits.h>
