@@ -138,11 +138,16 @@ int out_copy(out_file *o, uint32_t p, int fd, uint64_t off, uint64_t len, uint32
     int rc = fio_copy_range(fd, off, o->fd, len);
     __atomic_add_fetch(&o->env->io->write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
     if (rc < 0) return rc;
+    out_merged(o, p, len, sum);
+    return 0;
+}
+
+void out_merged(out_file *o, uint32_t p, uint64_t len, uint32_t sum)
+{
     __atomic_add_fetch(&o->env->io->bytes_merged, len, __ATOMIC_RELAXED);
     o->sum[p] = dest_combine(o->env, o->sum[p], sum, len);
     o->len[p] += len;
     o->off += len;
-    return 0;
 }
 
 void out_close(out_file *o)

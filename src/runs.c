@@ -8,8 +8,8 @@
  * partition id first went down (runs_adopt: a rename, no copy). At the end
  * each partition is assembled once, in arrival order: its stretch of every
  * run (small ones from a mapping of the run file, batched with the chunks
- * into writev; large ones by in-kernel copy), then its held chunks. Compressed bytes are never
- * decoded. */
+ * into writev; large ones by in-kernel copy), then its held chunks.
+ * Compressed bytes are never decoded. */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -242,10 +242,7 @@ static int merge_locked(run_store *r, out_file *out)
                 if (b->n == IOV_MAX && (rc = batch_flush(r, b, out->fd)) < 0) break;
                 b->iov[b->n] = (struct iovec){(void *)(uintptr_t)(map + at[k]), (size_t)e->len};
                 b->owner[b->n++] = NULL;
-                out->sum[p] = dest_combine(env, out->sum[p], e->checksum, e->len);
-                out->len[p] += e->len;
-                out->off += e->len;
-                __atomic_add_fetch(&env->io->bytes_merged, e->len, __ATOMIC_RELAXED);
+                out_merged(out, p, e->len, e->checksum);
             } else {
                 if ((rc = batch_flush(r, b, out->fd)) < 0) break;
                 rc = out_copy(out, p, r->fd, at[k], e->len, e->checksum);
