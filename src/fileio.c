@@ -189,6 +189,17 @@ const void *fio_map_read(int fd, uint64_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
+uint64_t fio_map_drop(const void *p, uint64_t from, uint64_t to)
+{
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    from = (from + pg - 1) / pg * pg;
+    to = to / pg * pg;
+    if (!p || to <= from) return from;
+    /* Advisory: the pages stay in the file, and are read again if touched. */
+    madvise((char *)(uintptr_t)p + from, (size_t)(to - from), MADV_DONTNEED);
+    return to;
+}
+
 void fio_unmap(const void *p, uint64_t len)
 {
     if (p) munmap((void *)(uintptr_t)p, (size_t)len);

@@ -43,6 +43,10 @@ int fio_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t len);
  * fio_unmap accepts NULL. */
 const void *fio_map_read(int fd, uint64_t len);
 void fio_unmap(const void *p, uint64_t len);
+/* Drops the mapping's whole pages within [from, to) from the process (they
+ * stay in the file's page cache), so that what was read no longer counts
+ * in its RSS; returns where the dropped pages end (from, if none). */
+uint64_t fio_map_drop(const void *p, uint64_t from, uint64_t to);
 
 /* 1: copy_file_range is never tried (the portable path). Process-wide; also
  * set by MTS_DISABLE_COPY_FILE_RANGE=1 in the environment. */

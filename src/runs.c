@@ -55,6 +55,27 @@ typedef struct iov_batch {
  * that are small (a spill holds a sixteenth of the budget), a call per
  * stretch cost more than the copying. */
 #define MERGE_MAPPED_MAX (64u << 10)
+/* Once a writev batch has this much from the mapping, it is written and the
+ * pages behind every run's cursor are dropped from the process: they would
+ * otherwise count in its RSS until the merge ends (the whole run file). */
+#define MERGE_MAP_DROP_STEP (1u << 20)
+
+/* The merge's reading of the mapped run file: per run, the next entry, its
+ * offset, and where the pages dropped so far end. */
+typedef struct merge_map {
+    const unsigned char *base;
+    uint64_t len;
+    uint64_t pending; /* bytes from the mapping in the batch */
+    uint32_t *cursor;
+    uint64_t *at, *dropped;
+} merge_map;
+
+/* The batch is written: drops the mapping's pages behind each run's cursor. */
+static void map_drop_behind(const run_store *r, merge_map *m)
+{
+    for (uint32_t k = 0; k < r->nruns; k++) m->dropped[k] = fio_map_drop(m->base, m->dropped[k], m->at[k]);
+    m->pending = 0;
+}
 
 /* Writes the batch to fd (fd < 0: drops it) and frees its chunks. */
 static int batch_flush(run_store *r, iov_batch *b, int fd)
@@ -219,35 +240,40 @@ static int merge_locked(run_store *r, out_file *out)
     const dest_env *env = r->env;
     int rc = out_create(out);
     if (rc < 0) return dest_fail(env, rc, "create data file %s", out->path);
+    uint32_t nr = MTS_MAX(r->nruns, 1u);
     iov_batch *b = mts_malloc(sizeof *b);
-    /* Per run: the next entry to take and its offset in the run file. */
-    uint32_t *cursor = mts_calloc(MTS_MAX(r->nruns, 1u), sizeof *cursor);
-    uint64_t *at = mts_malloc(MTS_MAX(r->nruns, 1u) * sizeof *at);
-    if (!b || !cursor || !at) {
+    merge_map m = {NULL, 0, 0, mts_calloc(nr, sizeof *m.cursor), mts_malloc(nr * sizeof *m.at),
+                   mts_malloc(nr * sizeof *m.dropped)};
+    if (!b || !m.cursor || !m.at || !m.dropped) {
         mts_free(b);
-        mts_free(cursor);
-        mts_free(at);
+        mts_free(m.cursor);
+        mts_free(m.at);
+        mts_free(m.dropped);
         return dest_fail(env, MTS_E_NOMEM, "allocate a merge batch");
     }
-    for (uint32_t k = 0; k < r->nruns; k++) at[k] = r->runs[k].base;
+    for (uint32_t k = 0; k < r->nruns; k++) m.at[k] = m.dropped[k] = r->runs[k].base;
     b->n = 0;
-    const unsigned char *map = r->nruns && r->fd >= 0 ? fio_map_read(r->fd, r->off) : NULL;
+    if (r->nruns && r->fd >= 0 && (m.base = fio_map_read(r->fd, r->off))) m.len = r->off;
     uint32_t p = 0;
     for (; p < env->nparts && rc == 0; p++) {
         for (uint32_t k = 0; k < r->nruns && rc == 0; k++) {
             run_index *ri = &r->runs[k];
-            if (cursor[k] == ri->count || ri->entries[cursor[k]].partition != p) continue;
-            run_entry *e = &ri->entries[cursor[k]++];
-            if (map && e->len < MERGE_MAPPED_MAX) {
-                if (b->n == IOV_MAX && (rc = batch_flush(r, b, out->fd)) < 0) break;
-                b->iov[b->n] = (struct iovec){(void *)(uintptr_t)(map + at[k]), (size_t)e->len};
+            if (m.cursor[k] == ri->count || ri->entries[m.cursor[k]].partition != p) continue;
+            run_entry *e = &ri->entries[m.cursor[k]++];
+            if (m.base && e->len < MERGE_MAPPED_MAX) {
+                if (b->n == IOV_MAX || m.pending >= MERGE_MAP_DROP_STEP) {
+                    if ((rc = batch_flush(r, b, out->fd)) < 0) break;
+                    map_drop_behind(r, &m);
+                }
+                b->iov[b->n] = (struct iovec){(void *)(uintptr_t)(m.base + m.at[k]), (size_t)e->len};
                 b->owner[b->n++] = NULL;
+                m.pending += e->len;
                 out_merged(out, p, e->len, e->checksum);
             } else {
                 if ((rc = batch_flush(r, b, out->fd)) < 0) break;
-                rc = out_copy(out, p, r->fd, at[k], e->len, e->checksum);
+                rc = out_copy(out, p, r->fd, m.at[k], e->len, e->checksum);
             }
-            at[k] += e->len;
+            m.at[k] += e->len;
         }
         uint64_t len = 0;
         uint32_t sum = checksum_init(env->algo);
@@ -260,10 +286,11 @@ static int merge_locked(run_store *r, out_file *out)
     }
     int frc = batch_flush(r, b, rc == 0 ? out->fd : -1);
     if (rc == 0) rc = frc;
-    fio_unmap(map, r->off);
+    fio_unmap(m.base, m.len);
     mts_free(b);
-    mts_free(cursor);
-    mts_free(at);
+    mts_free(m.cursor);
+    mts_free(m.at);
+    mts_free(m.dropped);
     if (rc < 0)
         return dest_fail(env, rc, "merge partition %u into data file %s (run file %s)", p ? p - 1 : 0, out->path,
                          r->path);
