@@ -100,6 +100,8 @@ void out_free(out_file *o);
 typedef struct run_index run_index;
 typedef struct run_store {
     destination d;           /* put: hold; finish: merge; discard */
+    destination last;        /* the last input's jobs: put also writes out the
+                                partitions it completes (runs_last) */
     const dest_env *env;
     pthread_mutex_t mu;      /* guards everything below: the ordered writer
                                 (put), the producer (spill, finish) and other
@@ -113,6 +115,13 @@ typedef struct run_store {
     uint32_t nruns, runs_cap;
     uint64_t spill_min;      /* const: the least held that put() spills */
     uint64_t early_spills;   /* spills put() made because someone waited */
+    /* the assembly into the data file */
+    struct out_file *out;
+    struct iov_batch *batch; /* its writev batch; NULL until it starts */
+    const unsigned char *map; /* the run file, mapped when it starts */
+    uint64_t map_len;
+    uint64_t map_read;       /* written from it since pages were last dropped */
+    uint32_t begun;          /* partitions before this one have begun */
 } run_store;
 
 int runs_init(run_store *r, const dest_env *env);
@@ -121,6 +130,9 @@ void runs_free(run_store *r);
  * (no copy), out forgets it and creates an empty file under its name (the
  * attempt's anchor stays). */
 int runs_adopt(run_store *r, out_file *out);
+/* The destination of the last input's jobs, assembled into out as they
+ * drain; finish then writes the rest. */
+destination *runs_last(run_store *r, struct out_file *out);
 /* Writes every held chunk to the run file as one new run. Any thread. */
 int runs_spill(run_store *r);
 

@@ -254,7 +254,8 @@ static int arena_ready(mts_writer *w)
 }
 
 /* Submits the job planned in w->plan, paying from *prepaid. */
-static int submit_planned(mts_writer *w, inbuf *in, uint32_t nsegs, uint64_t charge, uint64_t *prepaid)
+static int submit_planned(mts_writer *w, inbuf *in, destination *dest, uint32_t nsegs, uint64_t charge,
+                          uint64_t *prepaid)
 {
     if (*prepaid < charge) { /* cannot happen: arena_unit() bounds every job */
         writer_fail(w, MTS_E_OVERFLOW, "an arena's jobs need %llu bytes more than reserved",
@@ -262,13 +263,13 @@ static int submit_planned(mts_writer *w, inbuf *in, uint32_t nsegs, uint64_t cha
         return MTS_E_OVERFLOW;
     }
     *prepaid -= charge;
-    return submit_job(w, in, w->held_dest, w->plan, nsegs, charge, 0);
+    return submit_job(w, in, dest, w->plan, nsegs, charge, 0);
 }
 
 /* Cuts the arena's chains into jobs, in partition order: a job takes
  * partitions' chains up to job_size bytes, a longer chain is split at a page
  * boundary. Resets every chain, also on failure. */
-static int submit_chains(mts_writer *w, inbuf *in, uint64_t *prepaid)
+static int submit_chains(mts_writer *w, inbuf *in, destination *dest, uint64_t *prepaid)
 {
     uint32_t pg = in->page, nsegs = 0;
     uint64_t in_bytes = 0, charge = sizeof(job);
@@ -284,7 +285,7 @@ static int submit_chains(mts_writer *w, inbuf *in, uint64_t *prepaid)
             if (take > room) take = room / pg * pg; /* whole pages; none when less than one fits */
             uint64_t c = job_seg_charge(w, take);
             if (nsegs && (!take || nsegs == MAX_SEGS_PER_JOB || charge + c > w->job_charge_cap)) {
-                rc = submit_planned(w, in, nsegs, charge, prepaid);
+                rc = submit_planned(w, in, dest, nsegs, charge, prepaid);
                 nsegs = 0;
                 in_bytes = 0;
                 charge = sizeof(job);
@@ -297,13 +298,14 @@ static int submit_chains(mts_writer *w, inbuf *in, uint64_t *prepaid)
             for (uint64_t k = 0; left && k < take / pg; k++) page = in->next[page];
         }
     }
-    if (nsegs && rc == 0) rc = submit_planned(w, in, nsegs, charge, prepaid);
+    if (nsegs && rc == 0) rc = submit_planned(w, in, dest, nsegs, charge, prepaid);
     return rc;
 }
 
-/* Hands the arena to jobs that compress each partition's chain; the
- * arena's reservation pays for them all. The next record takes a new arena. */
-static int arena_flush(mts_writer *w)
+/* Hands the arena to jobs that compress each partition's chain, bound for
+ * dest; the arena's reservation pays for them all. The next record takes a
+ * new arena. */
+static int arena_flush(mts_writer *w, destination *dest)
 {
     if (!w->arena || !w->pages_used) return 0;
     inbuf *in = mts_malloc(sizeof *in);
@@ -317,7 +319,7 @@ static int arena_flush(mts_writer *w)
     w->arena = NULL; /* the jobs' now */
     w->arena_reserved = 0;
     w->pages_used = 0;
-    int rc = submit_chains(w, in, &prepaid);
+    int rc = submit_chains(w, in, dest, &prepaid);
     eng_release(&w->client, prepaid);
     inbuf_unref(w, in);
     return rc;
@@ -359,7 +361,7 @@ int intake_held_slow(mts_writer *w, uint32_t p, const unsigned char *b, size_t l
 {
     FORWARD_IF_ERROR(arena_ready(w));
     if (arena_room(w, p) < len) {
-        FORWARD_IF_ERROR(arena_flush(w));
+        FORWARD_IF_ERROR(arena_flush(w, w->held_dest));
         FORWARD_IF_ERROR(arena_ready(w));
         if (arena_room(w, p) < len) { /* larger than an arena: straight from the caller */
             arena_drop(w);
@@ -375,7 +377,11 @@ int intake_flush(mts_writer *w, int last)
 {
     FORWARD_IF_ERROR(stage_flush(w, last));
     if (w->arena) {
-        FORWARD_IF_ERROR(arena_flush(w));
+        /* The input's last arena: the run store writes partitions out as
+         * its jobs complete them. */
+        destination *dest = w->held_dest;
+        if (last && dest == &w->runs.d) dest = runs_last(&w->runs, &w->out);
+        FORWARD_IF_ERROR(arena_flush(w, dest));
         arena_drop(w);
     }
     return 0;
@@ -393,7 +399,7 @@ static int batch_to_chains(mts_writer *w, const unsigned char *data, const uint6
             FORWARD_IF_ERROR(arena_ready(w));
             uint64_t n = MTS_MIN(len, arena_room(w, p));
             if (n == 0) {
-                FORWARD_IF_ERROR(arena_flush(w));
+                FORWARD_IF_ERROR(arena_flush(w, w->held_dest));
                 continue;
             }
             chain_append(w, p, b, (size_t)n);

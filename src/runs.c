@@ -9,9 +9,19 @@
  * each partition is assembled once, in arrival order: its stretch of every
  * run (small ones from a mapping of the run file, batched with the chunks
  * into writev; large ones by in-kernel copy), then its held chunks.
- * Compressed bytes are never decoded. */
+ * Compressed bytes are never decoded.
+ *
+ * The assembly overlaps the compression of the last input: the jobs of the
+ * writer's last arena (cut in partition order, drained in submission order)
+ * go to the store's second destination, `last`. Once its chunks of
+ * partition p have drained, nothing more can come for the partitions before
+ * p, so they are assembled there and then, on the ordered writer, while the
+ * other workers compress the rest; finish assembles what is left. A spill
+ * meanwhile (a reclaim) holds only partitions not begun yet: its run is
+ * copied from the file, being past the mapping. */
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -39,6 +49,9 @@ struct run_index {
     uint64_t base;  /* offset of the run in the run file */
     uint32_t count; /* non-empty partitions in the run */
     run_entry *entries;
+    uint32_t next;  /* assembly: the next entry to write */
+    uint64_t at;    /* and its offset in the run file */
+    uint64_t dropped; /* the mapping of [base, dropped) has been dropped */
 };
 
 /* A writev batch whose chunks are freed once written (an entry without an
@@ -57,25 +70,9 @@ typedef struct iov_batch {
 #define MERGE_MAPPED_MAX (64u << 10)
 /* Once a writev batch has this much from the mapping, it is written and the
  * pages behind every run's cursor are dropped from the process: they would
- * otherwise count in its RSS until the merge ends (the whole run file). */
+ * otherwise count in its RSS until the end (up to the whole run file per
+ * writer). */
 #define MERGE_MAP_DROP_STEP (1u << 20)
-
-/* The merge's reading of the mapped run file: per run, the next entry, its
- * offset, and where the pages dropped so far end. */
-typedef struct merge_map {
-    const unsigned char *base;
-    uint64_t len;
-    uint64_t pending; /* bytes from the mapping in the batch */
-    uint32_t *cursor;
-    uint64_t *at, *dropped;
-} merge_map;
-
-/* The batch is written: drops the mapping's pages behind each run's cursor. */
-static void map_drop_behind(const run_store *r, merge_map *m)
-{
-    for (uint32_t k = 0; k < r->nruns; k++) m->dropped[k] = fio_map_drop(m->base, m->dropped[k], m->at[k]);
-    m->pending = 0;
-}
 
 /* Writes the batch to fd (fd < 0: drops it) and frees its chunks. */
 static int batch_flush(run_store *r, iov_batch *b, int fd)
@@ -88,6 +85,13 @@ static int batch_flush(run_store *r, iov_batch *b, int fd)
         mts_free(b->owner[i]);
     }
     b->n = 0;
+    if (r->map_read >= MERGE_MAP_DROP_STEP) { /* written: nothing points into the mapping now */
+        for (uint32_t k = 0; k < r->nruns; k++) {
+            run_index *ri = &r->runs[k];
+            ri->dropped = fio_map_drop(r->map, ri->dropped, MTS_MIN(ri->at, r->map_len));
+        }
+        r->map_read = 0;
+    }
     eng_release(r->env->budget, charge);
     eng_note_reclaimable(r->env->budget, -(int64_t)charge);
     r->held -= charge;
@@ -128,7 +132,7 @@ static int add_run(run_store *r, uint64_t base, run_entry *entries, uint32_t cou
         r->runs = g;
         r->runs_cap = cap;
     }
-    r->runs[r->nruns++] = (run_index){base, count, entries};
+    r->runs[r->nruns++] = (run_index){base, count, entries, 0, base, base};
     return 0;
 }
 
@@ -142,22 +146,33 @@ static run_entry *new_entries(run_store *r, uint32_t count)
 /* ---- the destination -------------------------------------------------------- */
 
 static int spill_locked(run_store *r);
+static const dest_ops runs_last_ops;
 
-
-static int runs_put(destination *d, chunk **c, uint32_t n)
+static run_store *store_of(destination *d)
 {
-    run_store *r = (run_store *)d;
-    uint64_t charge = 0;
-    pthread_mutex_lock(&r->mu);
+    return (run_store *)(void *)((char *)d - (d->ops == &runs_last_ops ? offsetof(run_store, last) : 0));
+}
+
+/* Takes chunks into the held lists; mu held. */
+static void hold_locked(run_store *r, chunk **c, uint32_t n, uint64_t *charge)
+{
     for (uint32_t i = 0; i < n; i++) {
         uint32_t p = c[i]->partition;
         c[i]->next = NULL;
         if (r->tail[p]) r->tail[p]->next = c[i];
         else r->head[p] = c[i];
         r->tail[p] = c[i];
-        charge += c[i]->charge;
+        *charge += c[i]->charge;
     }
-    r->held += charge;
+    r->held += *charge;
+}
+
+static int runs_put(destination *d, chunk **c, uint32_t n)
+{
+    run_store *r = store_of(d);
+    uint64_t charge = 0;
+    pthread_mutex_lock(&r->mu);
+    hold_locked(r, c, n, &charge);
     int rc = 0;
     /* Someone waits for budget: spill here, on the ordered writer, while the
      * other workers go on compressing. Left to the waiter, the spill would
@@ -227,6 +242,14 @@ static int spill_locked(run_store *r)
     return add_run(r, start, e, count);
 }
 
+destination *runs_last(run_store *r, out_file *out)
+{
+    pthread_mutex_lock(&r->mu);
+    r->out = out;
+    pthread_mutex_unlock(&r->mu);
+    return &r->last;
+}
+
 int runs_spill(run_store *r)
 {
     pthread_mutex_lock(&r->mu);
@@ -235,86 +258,124 @@ int runs_spill(run_store *r)
     return rc;
 }
 
-static int merge_locked(run_store *r, out_file *out)
+/* ---- assembly ------------------------------------------------------------------ */
+
+/* Starts the assembly into r->out (once): the data file, the batch, and a
+ * mapping of the run file as it is now (runs spilled later, by a reclaim
+ * while the last jobs drain, are copied instead). mu held. */
+static int assemble_start(run_store *r)
 {
-    const dest_env *env = r->env;
-    int rc = out_create(out);
-    if (rc < 0) return dest_fail(env, rc, "create data file %s", out->path);
-    uint32_t nr = MTS_MAX(r->nruns, 1u);
-    iov_batch *b = mts_malloc(sizeof *b);
-    merge_map m = {NULL, 0, 0, mts_calloc(nr, sizeof *m.cursor), mts_malloc(nr * sizeof *m.at),
-                   mts_malloc(nr * sizeof *m.dropped)};
-    if (!b || !m.cursor || !m.at || !m.dropped) {
-        mts_free(b);
-        mts_free(m.cursor);
-        mts_free(m.at);
-        mts_free(m.dropped);
-        return dest_fail(env, MTS_E_NOMEM, "allocate a merge batch");
-    }
-    for (uint32_t k = 0; k < r->nruns; k++) m.at[k] = m.dropped[k] = r->runs[k].base;
-    b->n = 0;
-    if (r->nruns && r->fd >= 0 && (m.base = fio_map_read(r->fd, r->off))) m.len = r->off;
-    uint32_t p = 0;
-    for (; p < env->nparts && rc == 0; p++) {
-        for (uint32_t k = 0; k < r->nruns && rc == 0; k++) {
-            run_index *ri = &r->runs[k];
-            if (m.cursor[k] == ri->count || ri->entries[m.cursor[k]].partition != p) continue;
-            run_entry *e = &ri->entries[m.cursor[k]++];
-            if (m.base && e->len < MERGE_MAPPED_MAX) {
-                if (b->n == IOV_MAX || m.pending >= MERGE_MAP_DROP_STEP) {
-                    if ((rc = batch_flush(r, b, out->fd)) < 0) break;
-                    map_drop_behind(r, &m);
-                }
-                b->iov[b->n] = (struct iovec){(void *)(uintptr_t)(m.base + m.at[k]), (size_t)e->len};
-                b->owner[b->n++] = NULL;
-                m.pending += e->len;
-                out_merged(out, p, e->len, e->checksum);
-            } else {
-                if ((rc = batch_flush(r, b, out->fd)) < 0) break;
-                rc = out_copy(out, p, r->fd, m.at[k], e->len, e->checksum);
-            }
-            m.at[k] += e->len;
+    if (r->batch) return 0;
+    int rc = out_create(r->out);
+    if (rc < 0) return dest_fail(r->env, rc, "create data file %s", r->out->path);
+    if (!(r->batch = mts_malloc(sizeof *r->batch)))
+        return dest_fail(r->env, MTS_E_NOMEM, "allocate a merge batch");
+    r->batch->n = 0;
+    if (r->nruns && r->fd >= 0 && (r->map = fio_map_read(r->fd, r->off))) r->map_len = r->off;
+    return 0;
+}
+
+/* Writes partition p's stretch of every run: p is the first partition not
+ * yet begun. mu held. */
+static int assemble_runs(run_store *r, uint32_t p)
+{
+    out_file *out = r->out;
+    iov_batch *b = r->batch;
+    int rc = 0;
+    for (uint32_t k = 0; k < r->nruns && rc == 0; k++) {
+        run_index *ri = &r->runs[k];
+        if (ri->next == ri->count || ri->entries[ri->next].partition != p) continue;
+        run_entry *e = &ri->entries[ri->next++];
+        if (e->len < MERGE_MAPPED_MAX && ri->at + e->len <= r->map_len) {
+            if ((b->n == IOV_MAX || r->map_read >= MERGE_MAP_DROP_STEP) && (rc = batch_flush(r, b, out->fd)) < 0)
+                break;
+            b->iov[b->n] = (struct iovec){(void *)(uintptr_t)(r->map + ri->at), (size_t)e->len};
+            b->owner[b->n++] = NULL;
+            out_merged(out, p, e->len, e->checksum);
+            r->map_read += e->len;
+        } else if ((rc = batch_flush(r, b, out->fd)) == 0) {
+            rc = out_copy(out, p, r->fd, ri->at, e->len, e->checksum);
         }
-        uint64_t len = 0;
-        uint32_t sum = checksum_init(env->algo);
+        ri->at += e->len;
+    }
+    return rc;
+}
+
+/* Assembles partitions up to `upto` into the data file: each one's runs
+ * when it begins, then its held chunks (the last one may get more later).
+ * mu held. */
+static int assemble_upto(run_store *r, uint32_t upto)
+{
+    int rc = assemble_start(r);
+    uint32_t p = r->begun ? r->begun - 1 : 0;
+    for (; p <= upto && rc == 0; p++) {
+        if (p == r->begun) {
+            rc = assemble_runs(r, p);
+            r->begun = p + 1;
+        }
         if (rc == 0 && r->head[p]) {
-            rc = batch_add_held(r, b, out->fd, p, &len, &sum);
-            out->sum[p] = dest_combine(env, out->sum[p], sum, len);
+            uint64_t len = 0;
+            uint32_t sum = checksum_init(r->env->algo);
+            out_file *out = r->out;
+            rc = batch_add_held(r, r->batch, out->fd, p, &len, &sum);
+            out->sum[p] = dest_combine(r->env, out->sum[p], sum, len);
             out->len[p] += len;
             out->off += len;
         }
     }
-    int frc = batch_flush(r, b, rc == 0 ? out->fd : -1);
-    if (rc == 0) rc = frc;
-    fio_unmap(m.base, m.len);
-    mts_free(b);
-    mts_free(m.cursor);
-    mts_free(m.at);
-    mts_free(m.dropped);
+    if (rc == 0) rc = batch_flush(r, r->batch, r->out->fd);
     if (rc < 0)
-        return dest_fail(env, rc, "merge partition %u into data file %s (run file %s)", p ? p - 1 : 0, out->path,
-                         r->path);
-    if (r->fd >= 0) {
-        close(r->fd);
-        r->fd = -1;
-        unlink(r->path);
-    }
+        return dest_fail(r->env, rc, "merge partition %u into data file %s (run file %s)", p ? p - 1 : 0,
+                         r->out->path, r->path);
     return 0;
+}
+
+/* Frees the batch (dropping what it holds) and the mapping. mu held. */
+static void assemble_end(run_store *r)
+{
+    if (r->batch) batch_flush(r, r->batch, -1);
+    mts_free(r->batch);
+    r->batch = NULL;
+    fio_unmap(r->map, r->map_len);
+    r->map = NULL;
+    r->map_len = r->map_read = 0;
+}
+
+/* The last input's chunks: partitions before the last one here are
+ * complete, and so written out now. */
+static int runs_put_last(destination *d, chunk **c, uint32_t n)
+{
+    run_store *r = store_of(d);
+    uint64_t charge = 0;
+    pthread_mutex_lock(&r->mu);
+    hold_locked(r, c, n, &charge);
+    eng_note_reclaimable(r->env->budget, (int64_t)charge);
+    int rc = n ? assemble_upto(r, c[n - 1]->partition) : 0;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
 }
 
 static int runs_finish(destination *d, out_file *out)
 {
-    run_store *r = (run_store *)d;
+    run_store *r = store_of(d);
     pthread_mutex_lock(&r->mu);
-    int rc = merge_locked(r, out);
+    r->out = out;
+    int rc = assemble_upto(r, r->env->nparts - 1);
+    assemble_end(r);
+    if (rc == 0 && r->fd >= 0) {
+        close(r->fd);
+        r->fd = -1;
+        unlink(r->path);
+    }
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
 static void runs_discard(destination *d)
 {
-    run_store *r = (run_store *)d;
+    run_store *r = store_of(d);
     pthread_mutex_lock(&r->mu);
+    assemble_end(r);
     for (uint32_t p = 0; r->head && r->tail && p < r->env->nparts; p++) {
         chunk_free_list(r->env, r->head[p]);
         r->head[p] = r->tail[p] = NULL;
@@ -325,6 +386,7 @@ static void runs_discard(destination *d)
     mts_free(r->runs);
     r->runs = NULL;
     r->nruns = r->runs_cap = 0;
+    r->begun = 0;
     if (r->fd >= 0) { /* the run file exists while it is open */
         close(r->fd);
         unlink(r->path);
@@ -334,11 +396,13 @@ static void runs_discard(destination *d)
 }
 
 static const dest_ops runs_ops = {runs_put, runs_finish, runs_discard};
+static const dest_ops runs_last_ops = {runs_put_last, runs_finish, runs_discard};
 
 int runs_init(run_store *r, const dest_env *env)
 {
     memset(r, 0, sizeof *r);
     r->d.ops = &runs_ops;
+    r->last.ops = &runs_last_ops;
     r->env = env;
     r->fd = -1;
     r->spill_min = MTS_MAX(eng_cap(env->budget->e) / RUNS_SPILL_MIN_DIV, (uint64_t)RUNS_SPILL_MIN_FLOOR);

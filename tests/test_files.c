@@ -7,6 +7,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "checksum.h"
+#include "dest.h"
 #include "fileio.h"
 #include "internal.h"
 #include "testutil.h"
@@ -91,6 +93,102 @@ static void copy_paths(const char *src_dir, const char *dst_dir, int force_fallb
     unlink(b);
     free(buf);
     free(got);
+    fio_force_copy_fallback(0);
+}
+
+/* ---- the run store on its own ---------------------------------------------------- */
+
+static const eng_client_ops no_jobs = {NULL, NULL, NULL};
+static int store_err;
+static void store_fail(void *ctx, int code, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "run store: %s\n", msg);
+    if (!store_err) store_err = code;
+}
+static int store_failed(void *ctx) { (void)ctx; return store_err; }
+
+/* A chunk of partition p: len bytes of `fill`, paid from the client's budget. */
+static chunk *fill_chunk(eng_client *c, uint32_t p, char fill, size_t len)
+{
+    chunk *k = mts_malloc(sizeof *k + len); /* the store frees it */
+    CHECK(k != NULL && eng_try_acquire(c, sizeof *k + len) == 0);
+    memset(k->data, fill, len);
+    *k = (chunk){NULL, p, checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), k->data, len),
+                 len, sizeof *k + len};
+    return k;
+}
+
+/* Puts one chunk and appends what it holds to the partition's expected bytes. */
+static void put_fill(destination *d, eng_client *c, uint32_t p, char fill, size_t len, char want[][4096])
+{
+    chunk *k = fill_chunk(c, p, fill, len);
+    memset(want[p] + strlen(want[p]), fill, len);
+    CHECK_RC(d->ops->put(d, &k, 1));
+}
+
+/* Runs spilled before the assembly starts, a run spilled while it goes on
+ * (a reclaim between two of the last jobs: it starts where the mapping
+ * made at the start ends, a page boundary, so it must be copied), held
+ * chunks and the last jobs' chunks: every partition gets its bytes in
+ * arrival order, with its checksum; the run file is gone after finish and
+ * the budget is all back. Run with either copy path. */
+static void test_store_assembly(const char *dir, int force_fallback)
+{
+    mts_engine *e;
+    CHECK_RC(mts_engine_create(1, 1 << 20, &e, NULL, 0));
+    eng_client c;
+    CHECK_RC(eng_client_init(&c, e, &no_jobs, NULL));
+    io_stats io = {0, 0, 0};
+    dest_env env = {&c, MTS_CHECKSUM_CRC32C, 4, &io, store_fail, store_failed, NULL};
+    out_file out;
+    run_store r;
+    CHECK_RC(out_init(&out, &env));
+    CHECK_RC(runs_init(&r, &env));
+    snprintf(out.path, sizeof out.path, "%s/store.data", dir);
+    snprintf(r.path, sizeof r.path, "%s/store.run", dir);
+    fio_force_copy_fallback(force_fallback);
+    store_err = 0;
+    static char want[4][4096];
+    memset(want, 0, sizeof want);
+
+    for (uint32_t p = 0; p < 4; p++) put_fill(&r.d, &c, p, (char)('a' + p), 1024, want);
+    CHECK_RC(runs_spill(&r)); /* the first run: exactly one page */
+    put_fill(&r.d, &c, 1, 'B', 100, want);
+    put_fill(&r.d, &c, 3, 'D', 200, want);
+    destination *last = runs_last(&r, &out);
+    put_fill(last, &c, 0, 'x', 10, want); /* partition 0 is complete, and written */
+    CHECK(out.len[0] == 1034 && out.off == 1034);
+    CHECK_RC(runs_spill(&r)); /* B and D: a run past the mapping */
+    chunk *two[2] = {fill_chunk(&c, 1, 'y', 20), fill_chunk(&c, 2, 'z', 30)};
+    memset(want[1] + strlen(want[1]), 'y', 20);
+    memset(want[2] + strlen(want[2]), 'z', 30);
+    CHECK_RC(last->ops->put(last, two, 2)); /* 1 complete; 2 begun */
+    put_fill(last, &c, 2, 'w', 5, want);
+    CHECK_RC(last->ops->finish(last, &out));
+    CHECK(store_err == 0);
+
+    static char all[4 * 4096];
+    all[0] = 0;
+    for (uint32_t p = 0; p < 4; p++) {
+        size_t len = strlen(want[p]);
+        strcat(all, want[p]);
+        CHECK(out.len[p] == len);
+        CHECK(out.sum[p] == checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), want[p], len));
+    }
+    size_t got_len;
+    unsigned char *got = read_file(out.path, &got_len);
+    CHECK(got && got_len == strlen(all) && !memcmp(got, all, got_len));
+    CHECK(access(r.path, F_OK) != 0);
+    eng_client_stats cs;
+    eng_client_stats_get(&c, &cs);
+    CHECK(cs.held == 0);
+    free(got);
+    unlink(out.path);
+    runs_free(&r);
+    out_free(&out);
+    eng_client_destroy(&c);
+    mts_engine_free(e);
     fio_force_copy_fallback(0);
 }
 
@@ -202,6 +300,9 @@ int main(void)
         CHECK(dir_count(dir) == 0);
         mts_writer_free(w);
     }
+
+    test_store_assembly(dir, 0);
+    test_store_assembly(dir, 1);
 
     /* Both copy paths, on one filesystem and across two (tmpfs to disk). */
     copy_paths(dir, dir, 0);
