@@ -350,7 +350,8 @@ static int runs_put_last(destination *d, chunk **c, uint32_t n)
     pthread_mutex_lock(&r->mu);
     hold_locked(r, c, n, &charge);
     eng_note_reclaimable(r->env->budget, (int64_t)charge);
-    int rc = n ? assemble_upto(r, c[n - 1]->partition) : 0;
+    /* After a failure nothing will read the data file: only hold them, for discard. */
+    int rc = n && !r->env->failed(r->env->ctx) ? assemble_upto(r, c[n - 1]->partition) : 0;
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
