@@ -59,23 +59,14 @@ static int out_put(destination *d, chunk **c, uint32_t n)
     uint64_t t0 = mts_now_ns();
     for (uint32_t i = 0; i < n && rc == 0;) {
         uint32_t k = 0;
-        uint64_t total = 0;
-        for (; k < MAX_IOV && i + k < n; k++) {
-            iov[k] = (struct iovec){c[i + k]->data, c[i + k]->len};
-            total += c[i + k]->len;
-        }
+        for (; k < MAX_IOV && i + k < n; k++) iov[k] = (struct iovec){c[i + k]->data, c[i + k]->len};
         rc = fio_writev_all(o->fd, iov, (int)k);
         if (rc < 0) {
             dest_fail(env, rc, "write data file %s at offset %llu (partition %u)", o->path,
                       (unsigned long long)o->off, c[i]->partition);
             break;
         }
-        o->off += total;
-        for (uint32_t j = i; j < i + k; j++) {
-            uint32_t p = c[j]->partition;
-            o->sum[p] = dest_combine(env, o->sum[p], c[j]->checksum, c[j]->len);
-            o->len[p] += c[j]->len;
-        }
+        for (uint32_t j = i; j < i + k; j++) out_appended(o, c[j]->partition, c[j]->len, c[j]->checksum);
         i += k;
     }
     __atomic_add_fetch(&env->io->write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
@@ -142,12 +133,17 @@ int out_copy(out_file *o, uint32_t p, int fd, uint64_t off, uint64_t len, uint32
     return 0;
 }
 
-void out_merged(out_file *o, uint32_t p, uint64_t len, uint32_t sum)
+void out_appended(out_file *o, uint32_t p, uint64_t len, uint32_t sum)
 {
-    __atomic_add_fetch(&o->env->io->bytes_merged, len, __ATOMIC_RELAXED);
     o->sum[p] = dest_combine(o->env, o->sum[p], sum, len);
     o->len[p] += len;
     o->off += len;
+}
+
+void out_merged(out_file *o, uint32_t p, uint64_t len, uint32_t sum)
+{
+    __atomic_add_fetch(&o->env->io->bytes_merged, len, __ATOMIC_RELAXED);
+    out_appended(o, p, len, sum);
 }
 
 void out_close(out_file *o)

@@ -88,8 +88,11 @@ int out_create(out_file *o);
 /* Appends stored bytes of partition p from fd at off (copy_file_range, or
  * pread/pwrite where the kernel refuses). */
 int out_copy(out_file *o, uint32_t p, int fd, uint64_t off, uint64_t len, uint32_t sum);
-/* Counts len merged bytes of partition p, checksum sum, as written at the
- * end of o (by out_copy, or by the caller). */
+/* Counts len bytes of partition p, checksum sum, as written at the end of o
+ * by the caller. */
+void out_appended(out_file *o, uint32_t p, uint64_t len, uint32_t sum);
+/* The same for bytes merged from a run or partition file (out_copy's, or
+ * written by the caller), also counted in io->bytes_merged. */
 void out_merged(out_file *o, uint32_t p, uint64_t len, uint32_t sum);
 /* Forgets the per-partition lengths (the file became a run file). */
 void out_forget(out_file *o);

@@ -316,11 +316,8 @@ static int assemble_upto(run_store *r, uint32_t upto)
         if (rc == 0 && r->head[p]) {
             uint64_t len = 0;
             uint32_t sum = checksum_init(r->env->algo);
-            out_file *out = r->out;
-            rc = batch_add_held(r, r->batch, out->fd, p, &len, &sum);
-            out->sum[p] = dest_combine(r->env, out->sum[p], sum, len);
-            out->len[p] += len;
-            out->off += len;
+            rc = batch_add_held(r, r->batch, r->out->fd, p, &len, &sum);
+            out_appended(r->out, p, len, sum);
         }
     }
     if (rc == 0) rc = batch_flush(r, r->batch, r->out->fd);
