@@ -25,13 +25,20 @@ unsigned char *bench_tagged(const wl_batch *bt)
     return p;
 }
 
-int bench_feed(mts_writer *w, int input, const wl_batch *batches, uint32_t nbatches, unsigned char *const *tagged)
+static void batch_given_back(void *ctx)
+{
+    __atomic_add_fetch((uint32_t *)ctx, 1, __ATOMIC_RELAXED);
+}
+
+int bench_feed(mts_writer *w, int input, const wl_batch *batches, uint32_t nbatches, unsigned char *const *tagged,
+               uint32_t *batches_done)
 {
     int rc = 0;
     for (uint32_t k = 0; rc == 0 && k < nbatches; k++) {
         const wl_batch *bt = &batches[k];
         switch (input) {
         case IN_BATCH: rc = mts_writer_add_batch(w, bt->grouped, bt->offsets); break;
+        case IN_ASYNC: rc = mts_writer_add_batch_async(w, bt->grouped, bt->offsets, batch_given_back, batches_done); break;
         case IN_RECORDS:
             for (uint64_t off = 0, p = 0; rc == 0 && off < bt->bytes; off += WL_ROW_BYTES) {
                 while (bt->offsets[p + 1] <= off) p++; /* rows are grouped: p only grows */

@@ -51,7 +51,7 @@ typedef struct item { /* one compress-only / decode-only unit */
     uint32_t task;
 } item;
 
-static const char *input_names[] = {"batch", "records", "unsorted", "tagged"}; /* IN_* */
+static const char *input_names[] = {"batch", "records", "unsorted", "tagged", "async"}; /* IN_* */
 
 typedef struct bench {
     mts_writer_options o;
@@ -128,9 +128,12 @@ static void *writer_main(void *arg)
         mts_writer *w;
         char err[600];
         if (mts_writer_create(&o, &w, err, sizeof err) < 0) die("create", err);
-        int rc = bench_feed(w, b->input, b->batch[t], b->nbatches[t], b->tagged ? b->tagged[t] : NULL);
+        uint32_t given_back = 0;
+        int rc = bench_feed(w, b->input, b->batch[t], b->nbatches[t], b->tagged ? b->tagged[t] : NULL, &given_back);
         if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);
         if (rc < 0) die("write", mts_writer_error(w));
+        if (b->input == IN_ASYNC && __atomic_load_n(&given_back, __ATOMIC_RELAXED) != b->nbatches[t])
+            die("write", "add_batch_async: a batch was not given back by commit");
         mts_writer_stats st;
         mts_writer_get_stats(w, &st);
         pthread_mutex_lock(&wr->mu);
@@ -436,9 +439,9 @@ int cmd_bench(int argc, char **argv)
         case 'W': bad = cli_u32(B, "tiny-writers", optarg, 1, 1000000, &b.tiny_writers); break;
         case 'I': {
             int i = 0;
-            while (i < 4 && strcmp(optarg, input_names[i])) i++;
-            if (i == 4) {
-                fprintf(stderr, "bench: --input: '%s' is not batch, records, unsorted or tagged\n", optarg);
+            while (i < 5 && strcmp(optarg, input_names[i])) i++;
+            if (i == 5) {
+                fprintf(stderr, "bench: --input: '%s' is not batch, records, unsorted, tagged or async\n", optarg);
                 return 2;
             }
             b.input = i;
@@ -447,9 +450,10 @@ int cmd_bench(int argc, char **argv)
         case 'h':
             printf("usage: mtshuffle bench [--tasks N] [--task-mib M] [--batches B] [--partitions N] [--skew F]\n"
                    "       [--codec C] [--level L] [--threads T] [--budget-mib M] [--fsync] [--reps R]\n"
-                   "       [--dir DIR] [--peer-dir DIR] [--tiny-writers N] [--input batch|records|unsorted|tagged]\n"
+                   "       [--dir DIR] [--peer-dir DIR] [--tiny-writers N] [--input batch|records|unsorted|tagged|async]\n"
                    "       (the writers get the same rows as batches grouped by partition, as sorted\n"
-                   "       records, as records in generation order, or as those in tagged buffers)\n"
+                   "       records, as records in generation order, as those in tagged buffers, or as\n"
+                   "       the batches through mts_writer_add_batch_async)\n"
                    "       [--engine shared|per-task] (writers and readers on one engine made before\n"
                    "       the clock starts, as in a Spark executor (the default), or each its own)\n"
                    "       [--parallel P] (P tasks at a time, each on its own thread, as an executor's\n"
@@ -477,7 +481,7 @@ int cmd_bench(int argc, char **argv)
         if (b.tagged) b.tagged[t] = calloc(b.nbatches[t], sizeof(unsigned char *));
         for (uint32_t k = 0; k < b.nbatches[t]; k++) {
             uint64_t r = rows / b.nbatches[t] + (k < rows % b.nbatches[t]);
-            if (wl_make_batch(&b.wl, t, k, r, b.input >= IN_UNSORTED, &b.batch[t][k]) < 0)
+            if (wl_make_batch(&b.wl, t, k, r, b.input == IN_UNSORTED || b.input == IN_TAGGED, &b.batch[t][k]) < 0)
                 die("workload", "out of memory");
             if (b.input == IN_TAGGED && !(b.tagged[t][k] = bench_tagged(&b.batch[t][k])))
                 die("workload", "out of memory");

@@ -202,6 +202,25 @@ MTS_API int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len)
  * offsets[0] == 0 and non-decreasing. data may be freed once the call returns. */
 MTS_API int mts_writer_add_batch(mts_writer *w, const void *data, const uint64_t *offsets);
 
+/* Called once the writer no longer reads a batch of mts_writer_add_batch_async.
+ * It runs on an engine thread or on the caller's, inside a call on this writer
+ * (add_batch_async itself among them), and must not call into this writer. */
+typedef void (*mts_batch_done)(void *ctx);
+
+/* As mts_writer_add_batch, but returns once the batch is cut into compression
+ * jobs, without waiting for them to read it: the batch compresses in place
+ * while the caller prepares the next. data must stay valid and unchanged until
+ * done(ctx) is called; offsets are read before the call returns. On success
+ * done is called exactly once, at the latest before mts_writer_finish, _commit,
+ * _abort or _free returns; on an error return it is not called and the writer
+ * no longer reads data. done may be NULL (data must then stay valid until one
+ * of those calls returns). Unlike add_batch, which copies a batch that arrives
+ * out of partition order into the writer's pages so that each partition's
+ * slices of all batches compress together, each batch's slices here become
+ * streams of their own. */
+MTS_API int mts_writer_add_batch_async(mts_writer *w, const void *data, const uint64_t *offsets,
+                                       mts_batch_done done, void *ctx);
+
 typedef struct mts_commit_result {
     int adopted;  /* 1: an earlier attempt's complete output was kept instead */
     uint64_t data_bytes;
@@ -234,7 +253,7 @@ typedef struct mts_writer_stats {
     uint64_t bytes_in;        /* uncompressed bytes accepted */
     uint64_t bytes_out;       /* bytes in the committed data file */
     uint64_t records;         /* records appended (mts_writer_append, _append_tagged) */
-    uint64_t batches;         /* mts_writer_add_batch calls */
+    uint64_t batches;         /* mts_writer_add_batch and _add_batch_async calls */
     uint64_t runs;            /* maximal partition-ordered stretches of input */
     uint64_t jobs;            /* compression jobs run */
     uint64_t bytes_spilled;   /* compressed bytes written to run files */

@@ -420,6 +420,42 @@ int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, desti
     return submit_borrowed(w, data, 0, w->o.num_partitions - 1, offsets, dest);
 }
 
+static void batch_done_nothing(void *ctx)
+{
+    (void)ctx;
+}
+
+int intake_batch_async(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest,
+                       mts_batch_done done, void *ctx)
+{
+    /* Keeps arrival order, and the producer holds nothing of its own after
+     * (the budget rule of submit_range). No copy into an arena where the
+     * writer holds its output: the batch's slices become streams of their
+     * own, which at lz4-java's block sizes cost next to nothing in output
+     * (BENCHMARKS.md). */
+    FORWARD_IF_ERROR(intake_flush(w, 0));
+    inbuf *in = mts_malloc(sizeof *in);
+    if (!in) {
+        writer_fail(w, MTS_E_NOMEM, "allocate a batch's descriptor");
+        return MTS_E_NOMEM;
+    }
+    *in = (inbuf){NULL, data, 0, NULL, 0, 1, done ? done : batch_done_nothing, ctx};
+    int rc = submit_range(w, in, 0, w->o.num_partitions - 1, offsets, dest, NULL, 0);
+    if (rc == 0) {
+        inbuf_unref(w, in); /* done runs here if the jobs are through already */
+        return 0;
+    }
+    /* The caller gets the batch back: the jobs that took it must be through
+     * first, as with a batch borrowed for the call. */
+    pthread_mutex_lock(&w->mu);
+    in->done = NULL;
+    pthread_mutex_unlock(&w->mu);
+    inbuf_unref(w, in);
+    inbuf_wait_borrowed(w, in);
+    mts_free(in);
+    return rc;
+}
+
 void intake_free(mts_writer *w)
 {
     if (w->stage) {

@@ -19,11 +19,18 @@ void inbuf_unref(mts_writer *w, inbuf *in)
 {
     pthread_mutex_lock(&w->mu);
     int left = --in->refs;
-    unsigned char *mem = in->mem; /* read under the lock: a borrowed inbuf
-                                     lives on a stack that may be gone after it */
-    if (left == 0 && !mem) pthread_cond_broadcast(&w->cv);
+    unsigned char *mem = in->mem; /* read under the lock: a borrowed inbuf */
+    mts_batch_done done = in->done; /* may live on a stack gone after it */
+    if (left == 0 && !mem && !done) pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    if (left != 0 || !mem) return;
+    if (left != 0) return;
+    if (done) { /* borrowed asynchronously: the caller has its batch back */
+        void *ctx = in->done_ctx;
+        mts_free(in);
+        done(ctx);
+        return;
+    }
+    if (!mem) return;
     if (in->next) { /* an arena: the writer's spare, else the engine's */
         if (writer_failed(w) || !arena_keep(w, mem)) arena_discard(w, mem);
         eng_release(&w->client, in->charge - w->arena_bytes); /* the arena's share went with it */

@@ -288,38 +288,55 @@ int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len)
     return 0;
 }
 
-int mts_writer_add_batch(mts_writer *w, const void *data, const uint64_t *offsets)
+/* add_batch and add_batch_async: done is NULL for the first, which returns
+ * once no job reads the batch. */
+static int add_batch(mts_writer *w, const char *op, const void *data, const uint64_t *offsets, int async,
+                     mts_batch_done done, void *ctx)
 {
     if (!w) return MTS_E_ARG;
-    FORWARD_IF_ERROR(check_open(w, "add_batch"));
+    FORWARD_IF_ERROR(check_open(w, op));
     uint32_t n = w->o.num_partitions;
-    if (!offsets) return reject(w, MTS_E_ARG, "add_batch: NULL offsets");
+    if (!offsets) return reject(w, MTS_E_ARG, "%s: NULL offsets", op);
     if (offsets[0] != 0)
-        return reject(w, MTS_E_ARG, "add_batch: offsets[0] is %llu, not 0", (unsigned long long)offsets[0]);
+        return reject(w, MTS_E_ARG, "%s: offsets[0] is %llu, not 0", op, (unsigned long long)offsets[0]);
     int64_t first = -1, last = -1;
     for (uint32_t p = 0; p < n; p++) {
         if (offsets[p + 1] < offsets[p])
-            return reject(w, MTS_E_ARG, "add_batch: offsets[%u] < offsets[%u] (partition %u)", p + 1, p, p);
+            return reject(w, MTS_E_ARG, "%s: offsets[%u] < offsets[%u] (partition %u)", op, p + 1, p, p);
         if (offsets[p + 1] > offsets[p]) {
             if (first < 0) first = p;
             last = p;
         }
     }
     uint64_t total = offsets[n];
-    if (!data && total)
-        return reject(w, MTS_E_ARG, "add_batch: NULL data for %llu bytes", (unsigned long long)total);
+    if (!data && total) return reject(w, MTS_E_ARG, "%s: NULL data for %llu bytes", op, (unsigned long long)total);
     if (total > SIZE_MAX || w->st.bytes_in > UINT64_MAX - total)
-        return reject(w, MTS_E_OVERFLOW, "add_batch: %llu bytes overflow", (unsigned long long)total);
+        return reject(w, MTS_E_OVERFLOW, "%s: %llu bytes overflow", op, (unsigned long long)total);
     stat_add(&w->st.batches, 1);
-    if (first < 0) return 0;
+    if (first < 0) {
+        if (done) done(ctx);
+        return 0;
+    }
     if (w->cur_part < 0 || first < w->cur_part) stat_add(&w->st.runs, 1);
     int rc = 0;
     if (w->mode == MODE_STREAM && first < w->cur_part) rc = enter_held(w);
-    if (!rc) rc = intake_batch(w, data, offsets, w->mode == MODE_STREAM ? &w->out.d : w->held_dest);
+    destination *dest = w->mode == MODE_STREAM ? &w->out.d : w->held_dest;
+    if (!rc) rc = async ? intake_batch_async(w, data, offsets, dest, done, ctx) : intake_batch(w, data, offsets, dest);
     w->cur_part = last;
     if (rc < 0) return fail_now(w, rc);
     stat_add(&w->st.bytes_in, total);
     return 0;
+}
+
+int mts_writer_add_batch(mts_writer *w, const void *data, const uint64_t *offsets)
+{
+    return add_batch(w, "add_batch", data, offsets, 0, NULL, NULL);
+}
+
+int mts_writer_add_batch_async(mts_writer *w, const void *data, const uint64_t *offsets, mts_batch_done done,
+                               void *ctx)
+{
+    return add_batch(w, "add_batch_async", data, offsets, 1, done, ctx);
 }
 
 /* ---- finish and commit ------------------------------------------------------ */

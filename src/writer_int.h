@@ -55,6 +55,8 @@ typedef struct inbuf {
     const uint32_t *next;      /* an arena's page chains (inside mem); NULL for grouped bytes */
     uint32_t page;             /* an arena's page size */
     int refs;                  /* guarded by writer.mu; one per job plus the producer's */
+    mts_batch_done done;       /* borrowed asynchronously (inbuf on the heap): called at the */
+    void *done_ctx;            /* last reference, else the producer waits for it */
 } inbuf;
 
 typedef struct seg {
@@ -167,6 +169,11 @@ static inline int intake_held(mts_writer *w, uint32_t p, const unsigned char *b,
 /* Hands a borrowed batch (partitions [0, n)) to jobs bound for dest; returns
  * once no job reads it any more. */
 int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest);
+/* The same without waiting: the jobs compress the batch in place and the last
+ * of them to finish calls done(ctx). On an error return done is not called
+ * and nothing reads the batch any more. */
+int intake_batch_async(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest,
+                       mts_batch_done done, void *ctx);
 /* Submits what the stage and arena hold; frees the empty arena. last: the
  * input ends here (the caller runs the stage's job itself). */
 int intake_flush(mts_writer *w, int last);

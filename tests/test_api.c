@@ -10,6 +10,11 @@ static mts_writer *make(const char *dir, uint32_t n, mts_strategy strat)
     return test_writer(&o);
 }
 
+static void count_back(void *ctx)
+{
+    __atomic_add_fetch((uint32_t *)ctx, 1, __ATOMIC_RELAXED);
+}
+
 int main(void)
 {
     test_init_seed("test_api");
@@ -117,6 +122,48 @@ int main(void)
         CHECK(dir_count(dir) == 0);
     }
     mts_writer_free(NULL);
+
+    /* add_batch_async: a rejected batch is never given back, an empty one at
+     * once, any other by abort (or commit) at the latest, for both
+     * strategies, streamed and held. */
+    for (int strat = 0; strat < 2; strat++) {
+        w = make(dir, 4, (mts_strategy)strat);
+        uint32_t back = 0;
+        uint64_t bad[5] = {0, 2, 1, 3, 3}, none[5] = {0, 0, 0, 0, 0};
+        size_t per = 300u << 10;
+        uint64_t big[5] = {0, per, 2 * per, 3 * per, 4 * per};
+        unsigned char *bytes = malloc(4 * per);
+        for (size_t i = 0; i < 4 * per; i++) bytes[i] = (unsigned char)(i / 7);
+        CHECK(mts_writer_add_batch_async(w, "abc", bad, count_back, &back) == MTS_E_ARG);
+        CHECK(mts_writer_add_batch_async(w, NULL, big, count_back, &back) == MTS_E_ARG && back == 0);
+        CHECK(strstr(mts_writer_error(w), "add_batch_async") != NULL);
+        CHECK_RC(mts_writer_add_batch_async(w, NULL, none, count_back, &back));
+        CHECK(back == 1);
+        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, count_back, &back));
+        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, count_back, &back)); /* out of order: held */
+        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, NULL, NULL));
+        CHECK_RC(mts_writer_abort(w));
+        CHECK(__atomic_load_n(&back, __ATOMIC_RELAXED) == 3);
+        CHECK(mts_writer_add_batch_async(w, bytes, big, count_back, &back) == MTS_E_ABORTED);
+        mts_writer_free(w);
+        CHECK(back == 3 && dir_count(dir) == 0);
+        w = make(dir, 4, (mts_strategy)strat);
+        back = 0;
+        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, count_back, &back));
+        CHECK_RC(mts_writer_add_batch(w, bytes, big));
+        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, count_back, &back));
+        uint64_t lens4[4];
+        CHECK_RC(mts_writer_commit(w, lens4, NULL, NULL));
+        CHECK(__atomic_load_n(&back, __ATOMIC_RELAXED) == 2 && lens4[3] > 0);
+        mts_writer_stats bst;
+        CHECK_RC(mts_writer_get_stats(w, &bst));
+        CHECK(bst.batches == 3 && bst.bytes_in == 3 * 4 * per && bst.runs == 3);
+        mts_writer_free(w);
+        CHECK(dir_count(dir) == 3);
+        rm_rf(dir);
+        mkdir(dir, 0755);
+        free(bytes);
+    }
 
     /* A zero-record task commits an all-empty output. */
     w = make(dir, 5, MTS_STRATEGY_STREAMING);

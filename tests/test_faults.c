@@ -14,6 +14,11 @@ static char *dir;
 static unsigned char *data;
 static uint64_t offs[65];
 
+static void count_given_back(void *ctx)
+{
+    __atomic_add_fetch((uint32_t *)ctx, 1, __ATOMIC_RELAXED);
+}
+
 /* The workload: streaming with several batches, a budget that forces spills,
  * fsync at commit; or the baseline. Returns the first error. */
 static int run_task(int scenario, int *committed)
@@ -33,7 +38,13 @@ static int run_task(int scenario, int *committed)
         CHECK(w == NULL);
         return rc;
     }
-    for (int b = 0; b < 3 && rc == 0; b++) rc = mts_writer_add_batch(w, data, offs);
+    /* The second batch, out of partition order, goes in without waiting:
+     * given back once if taken, never if the call failed. */
+    int async_rc = 1;
+    uint32_t given_back = 0;
+    for (int b = 0; b < 3 && rc == 0; b++)
+        rc = b == 1 ? (async_rc = mts_writer_add_batch_async(w, data, offs, count_given_back, &given_back))
+                    : mts_writer_add_batch(w, data, offs);
     for (uint32_t i = 0; i < 300 && rc == 0; i++) rc = mts_writer_append(w, (i * 37) % 64, data + i, 100);
     if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);
     *committed = rc == 0;
@@ -44,6 +55,7 @@ static int run_task(int scenario, int *committed)
         CHECK(strlen(mts_writer_error(w)) > 0);
     }
     mts_writer_free(w);
+    CHECK(__atomic_load_n(&given_back, __ATOMIC_RELAXED) == (async_rc == 0 ? 1u : 0u));
     return rc;
 }
 

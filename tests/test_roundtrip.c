@@ -21,6 +21,7 @@ typedef struct trial {
     mts_writer_options o;
     int input; /* 0 sorted appends, 1 batches, 2 unsorted appends, 3 mixed */
     int tagged; /* records go in as tagged buffers (mts_writer_append_tagged) */
+    int async;  /* batches go in through mts_writer_add_batch_async */
     unsigned char *store;
     uint64_t store_len, store_cap;
     rec *recs;
@@ -115,6 +116,24 @@ static void gen_trial(trial *t, uint64_t *s, const char *dir)
             for (uint64_t i = first; i < t->nrecs; i++) add_unit(t, 0, i, i + 1);
         }
     }
+    t->async = (int)rng_below(s, 2);
+}
+
+/* A batch of mts_writer_add_batch_async, given back: poisoned and freed, so
+ * that a read after this shows in the output (and under ASan at once). */
+typedef struct async_batch {
+    unsigned char *data;
+    uint64_t len;
+    uint64_t *given_back;
+} async_batch;
+
+static void async_given_back(void *ctx)
+{
+    async_batch *ab = ctx;
+    memset(ab->data, 0xEE, ab->len);
+    __atomic_add_fetch(ab->given_back, 1, __ATOMIC_RELAXED);
+    free(ab->data);
+    free(ab);
 }
 
 /* Feeds a trial to one writer and commits; returns the lengths. */
@@ -128,7 +147,7 @@ static void run_trial(trial *t, mts_strategy strategy, uint64_t *lengths, uint64
     CHECK_RC(rc);
     uint64_t *offs = calloc((size_t)t->n + 1, sizeof(uint64_t));
     unsigned char *batch = NULL;
-    uint64_t zero_appends = 0;
+    uint64_t zero_appends = 0, async_added = 0, given_back = 0;
     /* Half the trials hand their records over as tagged buffers of up to
      * 64 KiB (mts_writer_append_tagged), as the JNI binding does. */
     int tagged = t->tagged;
@@ -183,9 +202,22 @@ static void run_trial(trial *t, mts_strategy strategy, uint64_t *lengths, uint64
             fill[r->partition] += r->len;
         }
         free(fill);
-        rc = mts_writer_add_batch(w, batch, offs);
-        if (rc < 0) fprintf(stderr, "add_batch: %s\n", mts_writer_error(w));
-        CHECK_RC(rc);
+        if (t->async) {
+            /* The writer reads the batch until it gives it back, and the
+             * offsets only during the call. */
+            async_batch *ab = malloc(sizeof *ab);
+            *ab = (async_batch){malloc(total + 1), total, &given_back};
+            memcpy(ab->data, batch, total);
+            rc = mts_writer_add_batch_async(w, ab->data, offs, async_given_back, ab);
+            if (rc < 0) fprintf(stderr, "add_batch_async: %s\n", mts_writer_error(w));
+            CHECK_RC(rc);
+            async_added++;
+            memset(offs, 0xEE, ((size_t)t->n + 1) * sizeof(uint64_t));
+        } else {
+            rc = mts_writer_add_batch(w, batch, offs);
+            if (rc < 0) fprintf(stderr, "add_batch: %s\n", mts_writer_error(w));
+            CHECK_RC(rc);
+        }
         memset(batch, 0xEE, total); /* the writer must not read it after the call */
     }
     mts_commit_result res;
@@ -193,6 +225,7 @@ static void run_trial(trial *t, mts_strategy strategy, uint64_t *lengths, uint64
     if (rc < 0) fprintf(stderr, "commit: %s\n", mts_writer_error(w));
     CHECK_RC(rc);
     CHECK(res.adopted == 0);
+    CHECK(__atomic_load_n(&given_back, __ATOMIC_RELAXED) == async_added); /* every batch back by commit */
     mts_writer_stats st;
     CHECK_RC(mts_writer_get_stats(w, &st));
     CHECK(st.peak_bytes_held <= t->o.max_bytes_in_flight); /* the cap is hard */
@@ -485,9 +518,9 @@ int main(void)
     for (int i = 0; i < trials; i++) {
         trial t;
         gen_trial(&t, &s, dir);
-        printf("trial %d: %u partitions, %llu records, %llu bytes, %s%s, %s/%s, budget %llu, job %u, %u threads\n", i,
-               t.n, (unsigned long long)t.nrecs, (unsigned long long)t.store_len, input_names[t.input],
-               t.tagged ? " (tagged)" : "",
+        printf("trial %d: %u partitions, %llu records, %llu bytes, %s%s%s, %s/%s, budget %llu, job %u, %u threads\n",
+               i, t.n, (unsigned long long)t.nrecs, (unsigned long long)t.store_len, input_names[t.input],
+               t.tagged ? " (tagged)" : "", t.async ? " (async batches)" : "",
                mts_codec_name(t.o.codec), mts_checksum_name(t.o.checksum),
                (unsigned long long)t.o.max_bytes_in_flight, t.o.job_size, t.o.threads);
         fflush(stdout);
