@@ -40,8 +40,9 @@ static int open_part(part_files *pf, uint32_t p)
     return 0;
 }
 
-static int pf_put(destination *d, chunk **c, uint32_t n)
+static int pf_put(destination *d, chunk **c, uint32_t n, uint64_t job)
 {
+    (void)job;
     part_files *pf = (part_files *)d;
     const dest_env *env = pf->env;
     int rc = 0;

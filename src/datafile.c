@@ -50,8 +50,9 @@ static void free_chunks(const dest_env *env, chunk **c, uint32_t n)
     eng_release(env->budget, charge);
 }
 
-static int out_put(destination *d, chunk **c, uint32_t n)
+static int out_put(destination *d, chunk **c, uint32_t n, uint64_t job)
 {
+    (void)job;
     out_file *o = (out_file *)d;
     const dest_env *env = o->env;
     struct iovec iov[MAX_IOV];

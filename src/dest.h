@@ -56,8 +56,9 @@ struct out_file;
 typedef struct destination destination;
 typedef struct dest_ops {
     /* Takes chunks[0..n) of one job (in partition order) and their ownership,
-     * also on failure. Runs on the ordered writer (one thread at a time). */
-    int (*put)(destination *d, chunk **chunks, uint32_t n);
+     * also on failure. Runs on the ordered writer (one thread at a time), job
+     * by job in submission order; job is the job's number in that order. */
+    int (*put)(destination *d, chunk **chunks, uint32_t n, uint64_t job);
     /* Moves everything held into out, partition by partition, after what out
      * already has of each partition. Producer thread, no job in flight. */
     int (*finish)(destination *d, struct out_file *out);
@@ -102,10 +103,11 @@ void out_free(out_file *o);
 /* ---- runs.c ------------------------------------------------------------------ */
 typedef struct run_index run_index;
 typedef struct run_store {
-    destination d;           /* put: hold; finish: merge; discard */
-    destination last;        /* the last input's jobs: put also writes out the
-                                partitions it completes (runs_last) */
+    destination d;           /* put: hold (once the input has ended, also write out
+                                the partitions it completes); finish: merge; discard */
     const dest_env *env;
+    uint64_t *last_job;      /* per partition: the number of the last job bound here
+                                with a segment of it (runs_note_job, producer) */
     pthread_mutex_t mu;      /* guards everything below: the ordered writer
                                 (put), the producer (spill, finish) and other
                                 clients' threads (reclaim) */
@@ -125,6 +127,7 @@ typedef struct run_store {
     uint64_t map_len;
     uint64_t map_read;       /* written from it since pages were last dropped */
     uint32_t begun;          /* partitions before this one have begun */
+    int ended;               /* no job comes after those submitted (runs_end_input) */
 } run_store;
 
 int runs_init(run_store *r, const dest_env *env);
@@ -133,9 +136,16 @@ void runs_free(run_store *r);
  * (no copy), out forgets it and creates an empty file under its name (the
  * attempt's anchor stays). */
 int runs_adopt(run_store *r, out_file *out);
-/* The destination of the last input's jobs, assembled into out as they
- * drain; finish then writes the rest. */
-destination *runs_last(run_store *r, struct out_file *out);
+/* A job numbered `job` bound for the store has a segment of partition p.
+ * Producer thread, before runs_end_input. */
+static inline void runs_note_job(run_store *r, uint32_t p, uint64_t job)
+{
+    r->last_job[p] = job;
+}
+/* No more jobs will be bound for the store: from here on, the drain of each
+ * job writes out the partitions whose last job it was (and those before
+ * them) into out, while later jobs compress; finish writes the rest. */
+void runs_end_input(run_store *r, struct out_file *out);
 /* Writes every held chunk to the run file as one new run. Any thread. */
 int runs_spill(run_store *r);
 

@@ -41,7 +41,10 @@ static int submit_job(mts_writer *w, inbuf *in, destination *dest, const seg *pl
     j->in = in;
     j->nsegs = nsegs;
     j->struct_charge = sizeof(job) + nsegs * sizeof(seg);
+    j->seq = ++w->jobs_submitted;
     memcpy(j->segs, plan, nsegs * sizeof(seg));
+    if (dest == &w->runs.d)
+        for (uint32_t i = 0; i < nsegs; i++) runs_note_job(&w->runs, plan[i].partition, j->seq);
     pthread_mutex_lock(&w->mu);
     in->refs++;
     pthread_mutex_unlock(&w->mu);
@@ -377,13 +380,12 @@ int intake_flush(mts_writer *w, int last)
 {
     FORWARD_IF_ERROR(stage_flush(w, last));
     if (w->arena) {
-        /* The input's last arena: the run store writes partitions out as
-         * its jobs complete them. */
-        destination *dest = w->held_dest;
-        if (last && dest == &w->runs.d) dest = runs_last(&w->runs, &w->out);
-        FORWARD_IF_ERROR(arena_flush(w, dest));
+        FORWARD_IF_ERROR(arena_flush(w, w->held_dest));
         arena_drop(w);
     }
+    /* The input ends: the run store writes partitions out as the last jobs
+     * complete them. */
+    if (last && w->mode == MODE_HELD && w->held_dest == &w->runs.d) runs_end_input(&w->runs, &w->out);
     return 0;
 }
 

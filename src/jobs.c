@@ -198,7 +198,7 @@ static void job_drain(void *ctx, eng_job *ej)
     if (n && writer_failed(w)) {
         for (uint32_t i = 0; i < n; i++) chunk_free_list(&w->env, out[i]);
     } else if (n) {
-        j->dest->ops->put(j->dest, out, n); /* a failure is reported through env */
+        j->dest->ops->put(j->dest, out, n, j->seq); /* a failure is reported through env */
     }
     eng_release(&w->client, j->struct_charge);
     mts_free(j);

@@ -11,17 +11,19 @@
  * into writev; large ones by in-kernel copy), then its held chunks.
  * Compressed bytes are never decoded.
  *
- * The assembly overlaps the compression of the last input: the jobs of the
- * writer's last arena (cut in partition order, drained in submission order)
- * go to the store's second destination, `last`. Once its chunks of
- * partition p have drained, nothing more can come for the partitions before
- * p, so they are assembled there and then, on the ordered writer, while the
- * other workers compress the rest; finish assembles what is left. A spill
- * meanwhile (a reclaim) holds only partitions not begun yet: its run is
- * copied from the file, being past the mapping. */
+ * The assembly overlaps the compression of the last input. The producer
+ * notes, per partition, the last job bound here with a piece of it; once the
+ * input has ended (commit) and jobs drain in submission order, a drained job
+ * completes every partition whose last job it was. The first partition not
+ * complete bounds what can be written: the ones before it are assembled there
+ * and then, on the ordered writer, while the other workers compress the rest
+ * (the jobs of the last arena, or of the last batches given without waiting,
+ * are cut in partition order, so this moves partition by partition), and it
+ * is begun itself, its later chunks appended as they drain. Finish assembles
+ * what is left. A spill meanwhile (a reclaim) holds only partitions not begun
+ * yet: its run is copied from the file, being past the mapping. */
 #include <fcntl.h>
 #include <limits.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -146,11 +148,11 @@ static run_entry *new_entries(run_store *r, uint32_t count)
 /* ---- the destination -------------------------------------------------------- */
 
 static int spill_locked(run_store *r);
-static const dest_ops runs_last_ops;
+static int assemble_upto(run_store *r, uint32_t upto);
 
 static run_store *store_of(destination *d)
 {
-    return (run_store *)(void *)((char *)d - (d->ops == &runs_last_ops ? offsetof(run_store, last) : 0));
+    return (run_store *)(void *)d; /* its first member */
 }
 
 /* Takes chunks into the held lists; mu held. */
@@ -167,18 +169,31 @@ static void hold_locked(run_store *r, chunk **c, uint32_t n, uint64_t *charge)
     r->held += *charge;
 }
 
-static int runs_put(destination *d, chunk **c, uint32_t n)
+/* With the input ended and `job` drained: the first partition that a later
+ * job still has a piece of (the last partition if none). mu held. */
+static uint32_t first_incomplete(const run_store *r, uint64_t job)
+{
+    uint32_t p = r->begun ? r->begun - 1 : 0;
+    while (p + 1 < r->env->nparts && r->last_job[p] <= job) p++;
+    return p;
+}
+
+static int runs_put(destination *d, chunk **c, uint32_t n, uint64_t job)
 {
     run_store *r = store_of(d);
     uint64_t charge = 0;
     pthread_mutex_lock(&r->mu);
     hold_locked(r, c, n, &charge);
     int rc = 0;
-    /* Someone waits for budget: spill here, on the ordered writer, while the
-     * other workers go on compressing. Left to the waiter, the spill would
-     * come only once nothing is in flight anywhere: a stall of the whole
-     * pipeline. Below spill_min a spill is not worth its run. */
-    if (eng_note_reclaimable(r->env->budget, (int64_t)charge) && r->held >= r->spill_min) {
+    int waited = eng_note_reclaimable(r->env->budget, (int64_t)charge);
+    if (r->ended) {
+        /* After a failure nothing will read the data file: only hold them, for discard. */
+        if (!r->env->failed(r->env->ctx)) rc = assemble_upto(r, first_incomplete(r, job));
+    } else if (waited && r->held >= r->spill_min) {
+        /* Someone waits for budget: spill here, on the ordered writer, while
+         * the other workers go on compressing. Left to the waiter, the spill
+         * would come only once nothing is in flight anywhere: a stall of the
+         * whole pipeline. Below spill_min a spill is not worth its run. */
         rc = spill_locked(r);
         r->early_spills++;
     }
@@ -242,12 +257,12 @@ static int spill_locked(run_store *r)
     return add_run(r, start, e, count);
 }
 
-destination *runs_last(run_store *r, out_file *out)
+void runs_end_input(run_store *r, out_file *out)
 {
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu); /* also orders the producer's last_job before the drains that read it */
     r->out = out;
+    r->ended = 1;
     pthread_mutex_unlock(&r->mu);
-    return &r->last;
 }
 
 int runs_spill(run_store *r)
@@ -338,21 +353,6 @@ static void assemble_end(run_store *r)
     r->map_len = r->map_read = 0;
 }
 
-/* The last input's chunks: partitions before the last one here are
- * complete, and so written out now. */
-static int runs_put_last(destination *d, chunk **c, uint32_t n)
-{
-    run_store *r = store_of(d);
-    uint64_t charge = 0;
-    pthread_mutex_lock(&r->mu);
-    hold_locked(r, c, n, &charge);
-    eng_note_reclaimable(r->env->budget, (int64_t)charge);
-    /* After a failure nothing will read the data file: only hold them, for discard. */
-    int rc = n && !r->env->failed(r->env->ctx) ? assemble_upto(r, c[n - 1]->partition) : 0;
-    pthread_mutex_unlock(&r->mu);
-    return rc;
-}
-
 static int runs_finish(destination *d, out_file *out)
 {
     run_store *r = store_of(d);
@@ -385,6 +385,8 @@ static void runs_discard(destination *d)
     r->runs = NULL;
     r->nruns = r->runs_cap = 0;
     r->begun = 0;
+    r->ended = 0;
+    if (r->last_job) memset(r->last_job, 0, r->env->nparts * sizeof *r->last_job);
     if (r->fd >= 0) { /* the run file exists while it is open */
         close(r->fd);
         unlink(r->path);
@@ -394,13 +396,11 @@ static void runs_discard(destination *d)
 }
 
 static const dest_ops runs_ops = {runs_put, runs_finish, runs_discard};
-static const dest_ops runs_last_ops = {runs_put_last, runs_finish, runs_discard};
 
 int runs_init(run_store *r, const dest_env *env)
 {
     memset(r, 0, sizeof *r);
     r->d.ops = &runs_ops;
-    r->last.ops = &runs_last_ops;
     r->env = env;
     r->fd = -1;
     r->spill_min = MTS_MAX(eng_cap(env->budget->e) / RUNS_SPILL_MIN_DIV, (uint64_t)RUNS_SPILL_MIN_FLOOR);
@@ -408,7 +408,8 @@ int runs_init(run_store *r, const dest_env *env)
     if (err) return -err;
     r->head = mts_calloc(env->nparts, sizeof *r->head);
     r->tail = mts_calloc(env->nparts, sizeof *r->tail);
-    return r->head && r->tail ? 0 : MTS_E_NOMEM;
+    r->last_job = mts_calloc(env->nparts, sizeof *r->last_job);
+    return r->head && r->tail && r->last_job ? 0 : MTS_E_NOMEM;
 }
 
 void runs_free(run_store *r)
@@ -417,6 +418,7 @@ void runs_free(run_store *r)
     runs_discard(&r->d);
     mts_free(r->head);
     mts_free(r->tail);
+    mts_free(r->last_job);
     pthread_mutex_destroy(&r->mu);
     r->d.ops = NULL;
 }

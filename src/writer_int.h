@@ -71,6 +71,7 @@ typedef struct job {
     destination *dest;
     inbuf *in;
     uint64_t struct_charge; /* budget for this struct */
+    uint64_t seq;           /* the writer's jobs numbered from 1 in submission order */
     uint32_t nsegs;
     seg segs[];
 } job;
@@ -127,6 +128,7 @@ struct mts_writer {
     uint32_t *chain;      /* per partition p, chain[4p + CH_*]; CH_LAST is NO_PAGE while
                              p has nothing in the arena */
     seg *plan;            /* scratch for planning one job's segments */
+    uint64_t jobs_submitted; /* numbers them */
     uint32_t stale_removed; /* temp files of dead earlier attempts removed at create */
 
     mts_writer_stats st;  /* producer fields, written with atomic stores */

@@ -120,16 +120,26 @@ int main(void)
                 CHECK_RC(run_task(scenario, &committed));
                 expect_clean(0, committed, 0);
                 uint64_t calls = mts__fault_calls(kind);
+                uint64_t unreached = 0;
                 for (uint64_t k = 1; k <= calls; k++) {
                     mts__fault_arm(kind, k, errs[kind]);
                     int rc = run_task(scenario, &committed);
                     expect_clean(rc, committed, -errs[kind]);
-                    CHECK(!committed); /* every call the clean run made is reached again */
-                    injected++;
+                    if (committed) {
+                        /* How many writes the assembly takes depends on how many
+                         * of the last jobs drain after the input has ended: a
+                         * run that committed must have made fewer calls than k. */
+                        CHECK(mts__fault_calls(kind) < k);
+                        unreached++;
+                    } else {
+                        injected++;
+                    }
                 }
+                CHECK(calls == 0 || unreached < calls);
                 mts__fault_arm(kind, 0, 0);
-                printf("scenario %d, %s copy: %s: %llu calls, each failure clean\n", scenario,
-                       force ? "pread/pwrite" : "copy_file_range", names[kind], (unsigned long long)calls);
+                printf("scenario %d, %s copy: %s: %llu calls, each failure clean (%llu not reached in their run)\n",
+                       scenario, force ? "pread/pwrite" : "copy_file_range", names[kind], (unsigned long long)calls,
+                       (unsigned long long)unreached);
             }
         }
     }

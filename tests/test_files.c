@@ -119,20 +119,23 @@ static chunk *fill_chunk(eng_client *c, uint32_t p, char fill, size_t len)
     return k;
 }
 
-/* Puts one chunk and appends what it holds to the partition's expected bytes. */
-static void put_fill(destination *d, eng_client *c, uint32_t p, char fill, size_t len, char want[][4096])
+/* Puts one chunk as job `job` and appends what it holds to the partition's
+ * expected bytes. */
+static void put_fill(destination *d, eng_client *c, uint64_t job, uint32_t p, char fill, size_t len,
+                     char want[][4096])
 {
     chunk *k = fill_chunk(c, p, fill, len);
     memset(want[p] + strlen(want[p]), fill, len);
-    CHECK_RC(d->ops->put(d, &k, 1));
+    CHECK_RC(d->ops->put(d, &k, 1, job));
 }
 
 /* Runs spilled before the assembly starts, a run spilled while it goes on
  * (a reclaim between two of the last jobs: it starts where the mapping
  * made at the start ends, a page boundary, so it must be copied), held
- * chunks and the last jobs' chunks: every partition gets its bytes in
- * arrival order, with its checksum; the run file is gone after finish and
- * the budget is all back. Run with either copy path. */
+ * chunks and the last jobs' chunks, each drained job writing out the
+ * partitions it completes and beginning the next: every partition gets its
+ * bytes in arrival order, with its checksum; the run file is gone after
+ * finish and the budget is all back. Run with either copy path. */
 static void test_store_assembly(const char *dir, int force_fallback)
 {
     mts_engine *e;
@@ -152,20 +155,28 @@ static void test_store_assembly(const char *dir, int force_fallback)
     static char want[4][4096];
     memset(want, 0, sizeof want);
 
-    for (uint32_t p = 0; p < 4; p++) put_fill(&r.d, &c, p, (char)('a' + p), 1024, want);
+    /* Jobs 1-6 before the input ends, 7-9 after; the producer notes each
+     * partition's last job (p3's is 6). */
+    static const struct { uint64_t job; uint32_t p; } noted[] = {{1, 0}, {2, 1}, {3, 2}, {4, 3}, {5, 1}, {6, 3},
+                                                                 {7, 0}, {8, 1}, {8, 2}, {9, 2}};
+    for (size_t i = 0; i < sizeof noted / sizeof noted[0]; i++) runs_note_job(&r, noted[i].p, noted[i].job);
+    for (uint32_t p = 0; p < 4; p++) put_fill(&r.d, &c, 1 + p, p, (char)('a' + p), 1024, want);
     CHECK_RC(runs_spill(&r)); /* the first run: exactly one page */
-    put_fill(&r.d, &c, 1, 'B', 100, want);
-    put_fill(&r.d, &c, 3, 'D', 200, want);
-    destination *last = runs_last(&r, &out);
-    put_fill(last, &c, 0, 'x', 10, want); /* partition 0 is complete, and written */
-    CHECK(out.len[0] == 1034 && out.off == 1034);
-    CHECK_RC(runs_spill(&r)); /* B and D: a run past the mapping */
+    put_fill(&r.d, &c, 5, 1, 'B', 100, want);
+    put_fill(&r.d, &c, 6, 3, 'D', 200, want);
+    CHECK(out.off == 0); /* held: the input has not ended */
+    runs_end_input(&r, &out);
+    put_fill(&r.d, &c, 7, 0, 'x', 10, want); /* partition 0 complete, written; 1 begun */
+    CHECK(out.len[0] == 1034 && out.len[1] == 1124 && out.off == 2158);
+    CHECK_RC(runs_spill(&r)); /* D: a run past the mapping */
     chunk *two[2] = {fill_chunk(&c, 1, 'y', 20), fill_chunk(&c, 2, 'z', 30)};
     memset(want[1] + strlen(want[1]), 'y', 20);
     memset(want[2] + strlen(want[2]), 'z', 30);
-    CHECK_RC(last->ops->put(last, two, 2)); /* 1 complete; 2 begun */
-    put_fill(last, &c, 2, 'w', 5, want);
-    CHECK_RC(last->ops->finish(last, &out));
+    CHECK_RC(r.d.ops->put(&r.d, two, 2, 8)); /* 1 complete; 2 begun */
+    CHECK(out.len[1] == 1144 && out.len[2] == 1054 && out.len[3] == 0);
+    put_fill(&r.d, &c, 9, 2, 'w', 5, want); /* 2 complete; 3 begun: its stretches of both runs */
+    CHECK(out.len[2] == 1059 && out.len[3] == 1224);
+    CHECK_RC(r.d.ops->finish(&r.d, &out));
     CHECK(store_err == 0);
 
     static char all[4 * 4096];
