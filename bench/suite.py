@@ -108,6 +108,10 @@ def configs(quick):
     out = [("single", "single batch, lz4, 2 threads", dict(base), ALL)]
     for b in (2.8, 4.8, 10):
         out.append(("batches", "batches %g" % b, dict(base, batches=b), SWEEP))
+    # The same batches through mts_writer_add_batch_async (borrowed until
+    # given back, no copy into the arena's pages).
+    for b in (4.8, 10):
+        out.append(("async", "batches %g, add_batch_async" % b, dict(base, batches=b, input="async"), SWEEP))
     # The partition sweep: the same 512 MiB as 4 tasks of 128 MiB, which keeps
     # the baseline's file count (tasks x partitions) and its run time bounded.
     wide = dict(base, tasks=4, **{"task-mib": 128})

@@ -341,8 +341,10 @@ void eng_wait_idle(eng_client *c)
     pthread_mutex_lock(&e->mu);
     while (c->pending) {
         /* Rather than sleep while its own jobs wait for a worker, the caller
-         * runs them: a small writer's last job costs no thread hand-off. */
-        eng_job *j = take_own(e, c, NULL);
+         * runs them where a worker is idle: a small writer's last job costs
+         * no thread hand-off. With every worker busy it would be one thread
+         * more than the pool on the pool's cores, so it waits. */
+        eng_job *j = e->busy < e->started || !e->started ? take_own(e, c, NULL) : NULL;
         if (!j || !run_here(e, c, j)) pthread_cond_wait(&c->cv, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);
