@@ -84,6 +84,20 @@ typedef struct worker_arg {
     outcome out;
 } worker_arg;
 
+/* A batch of mts_writer_add_batch_async: freed when given back. */
+typedef struct given {
+    unsigned char *data;
+    uint32_t *back;
+} given;
+
+static void give_back(void *ctx)
+{
+    given *g = ctx;
+    free(g->data);
+    __atomic_add_fetch(g->back, 1, __ATOMIC_RELAXED);
+    free(g);
+}
+
 static void one_writer(worker_arg *a, int k, unsigned char *pool, size_t pool_len)
 {
     uint64_t *s = &a->seed;
@@ -123,9 +137,12 @@ static void one_writer(worker_arg *a, int k, unsigned char *pool, size_t pool_le
     pthread_mutex_unlock(&live_mu);
     int fate = (int)rng_below(s, 10); /* 0: abort midway, 1: the directory vanishes before commit */
     uint32_t stop = fate == 0 ? (uint32_t)rng_below(s, n + 1) : n;
+    int async = 0;
+    uint32_t taken = 0, back = 0;
     if (shape == 0 || shape == 1) {
         /* batches: consecutive stretches of the sorted records */
         uint32_t nb = shape == 0 ? 1 : 1 + (uint32_t)rng_below(s, 5);
+        async = (int)rng_below(s, 2); /* through add_batch_async: each batch freed when given back */
         uint32_t i = 0;
         for (uint32_t b = 0; b < nb && rc == 0 && i < stop; b++) {
             uint32_t end = b + 1 == nb ? stop : i + (uint32_t)rng_below(s, stop - i + 1);
@@ -139,8 +156,16 @@ static void one_writer(worker_arg *a, int k, unsigned char *pool, size_t pool_le
                 offs[recs[j].partition + 1] += recs[j].len;
             }
             for (uint32_t q = 0; q < nparts; q++) offs[q + 1] += offs[q];
-            rc = mts_writer_add_batch(w, data, offs);
-            free(data);
+            if (async) {
+                given *g = malloc(sizeof *g);
+                *g = (given){data, &back};
+                rc = mts_writer_add_batch_async(w, data, offs, give_back, g);
+                if (rc == 0) taken++;
+                else free(g), free(data);
+            } else {
+                rc = mts_writer_add_batch(w, data, offs);
+                free(data);
+            }
             free(offs);
             i = end;
         }
@@ -173,6 +198,7 @@ static void one_writer(worker_arg *a, int k, unsigned char *pool, size_t pool_le
         CHECK(writer_bytes_held(w) == 0);
         a->out.committed++;
     }
+    CHECK(__atomic_load_n(&back, __ATOMIC_RELAXED) == taken); /* all given back by abort or commit */
     pthread_mutex_lock(&live_mu);
     live[a->index] = NULL;
     mts_writer_free(w);
