@@ -204,7 +204,9 @@ MTS_API int mts_writer_add_batch(mts_writer *w, const void *data, const uint64_t
 
 /* Called once the writer no longer reads a batch of mts_writer_add_batch_async.
  * It runs on an engine thread or on the caller's, inside a call on this writer
- * (add_batch_async itself among them), and must not call into this writer. */
+ * (add_batch_async itself among them). Keep it short: it must not block or call
+ * into the library, since other writers' and readers' jobs wait for the engine
+ * thread it runs on. */
 typedef void (*mts_batch_done)(void *ctx);
 
 /* As mts_writer_add_batch, but returns once the batch is cut into compression
