@@ -106,13 +106,34 @@ static void inbuf_wait_borrowed(mts_writer *w, inbuf *in)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Hands bytes the caller owns to jobs bound for dest. Without done, returns
+ * once no job reads them. With done (given asynchronously), returns once the
+ * jobs are queued, and the last of them calls done(ctx); after a failure done
+ * is not called and the call waits as without it, since the caller has its
+ * bytes back. */
 static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, uint32_t p_last, const uint64_t *offs,
-                           destination *dest)
+                           destination *dest, mts_batch_done done, void *ctx)
 {
-    inbuf in = {NULL, data, 0, NULL, 0, 1};
-    int rc = submit_range(w, &in, p_first, p_last, offs, dest, NULL, 0);
-    inbuf_unref(w, &in);
-    inbuf_wait_borrowed(w, &in);
+    inbuf local; /* the caller's stack serves while it waits */
+    inbuf *in = done ? mts_malloc(sizeof *in) : &local;
+    if (!in) {
+        writer_fail(w, MTS_E_NOMEM, "allocate a batch's descriptor");
+        return MTS_E_NOMEM;
+    }
+    *in = (inbuf){NULL, data, 0, NULL, 0, 1, done, ctx};
+    int rc = submit_range(w, in, p_first, p_last, offs, dest, NULL, 0);
+    if (done && rc == 0) {
+        inbuf_unref(w, in); /* done runs here if the jobs are through already */
+        return 0;
+    }
+    if (done) {
+        pthread_mutex_lock(&w->mu);
+        in->done = NULL;
+        pthread_mutex_unlock(&w->mu);
+    }
+    inbuf_unref(w, in);
+    inbuf_wait_borrowed(w, in);
+    if (in != &local) mts_free(in);
     return rc;
 }
 
@@ -369,7 +390,7 @@ int intake_held_slow(mts_writer *w, uint32_t p, const unsigned char *b, size_t l
         if (arena_room(w, p) < len) { /* larger than an arena: straight from the caller */
             arena_drop(w);
             uint64_t offs[2] = {0, len};
-            return submit_borrowed(w, b, p, p, offs, w->held_dest);
+            return submit_borrowed(w, b, p, p, offs, w->held_dest, NULL, NULL);
         }
     }
     chain_append(w, p, b, len);
@@ -412,50 +433,20 @@ static int batch_to_chains(mts_writer *w, const unsigned char *data, const uint6
     return 0;
 }
 
-int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest)
+int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest, mts_batch_done done,
+                 void *ctx)
 {
-    if (dest == &w->runs.d) return batch_to_chains(w, data, offsets);
-    /* Compressed in place, borrowed: the data file (streaming), or each
+    /* A batch that must be read before the call returns, bound for the run
+     * store, is copied into the arena: waiting for its jobs instead costs a
+     * tail at every batch (BENCHMARKS.md). */
+    if (dest == &w->runs.d && !done) return batch_to_chains(w, data, offsets);
+    /* Compressed in place, borrowed: the data file (streaming), the run store
+     * (given asynchronously: each batch's slices streams of their own, which
+     * at lz4-java's block sizes cost next to nothing in output), or each
      * batch's own streams into the partition files (the baseline, as the
      * design before this one did). */
     FORWARD_IF_ERROR(intake_flush(w, 0)); /* keeps arrival order; holds nothing of its own after */
-    return submit_borrowed(w, data, 0, w->o.num_partitions - 1, offsets, dest);
-}
-
-static void batch_done_nothing(void *ctx)
-{
-    (void)ctx;
-}
-
-int intake_batch_async(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest,
-                       mts_batch_done done, void *ctx)
-{
-    /* Keeps arrival order, and the producer holds nothing of its own after
-     * (the budget rule of submit_range). No copy into an arena where the
-     * writer holds its output: the batch's slices become streams of their
-     * own, which at lz4-java's block sizes cost next to nothing in output
-     * (BENCHMARKS.md). */
-    FORWARD_IF_ERROR(intake_flush(w, 0));
-    inbuf *in = mts_malloc(sizeof *in);
-    if (!in) {
-        writer_fail(w, MTS_E_NOMEM, "allocate a batch's descriptor");
-        return MTS_E_NOMEM;
-    }
-    *in = (inbuf){NULL, data, 0, NULL, 0, 1, done ? done : batch_done_nothing, ctx};
-    int rc = submit_range(w, in, 0, w->o.num_partitions - 1, offsets, dest, NULL, 0);
-    if (rc == 0) {
-        inbuf_unref(w, in); /* done runs here if the jobs are through already */
-        return 0;
-    }
-    /* The caller gets the batch back: the jobs that took it must be through
-     * first, as with a batch borrowed for the call. */
-    pthread_mutex_lock(&w->mu);
-    in->done = NULL;
-    pthread_mutex_unlock(&w->mu);
-    inbuf_unref(w, in);
-    inbuf_wait_borrowed(w, in);
-    mts_free(in);
-    return rc;
+    return submit_borrowed(w, data, 0, w->o.num_partitions - 1, offsets, dest, done, ctx);
 }
 
 void intake_free(mts_writer *w)

@@ -289,9 +289,9 @@ int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len)
 }
 
 /* add_batch and add_batch_async: done is NULL for the first, which returns
- * once no job reads the batch. */
-static int add_batch(mts_writer *w, const char *op, const void *data, const uint64_t *offsets, int async,
-                     mts_batch_done done, void *ctx)
+ * once no job reads the batch, and never for the second. */
+static int add_batch(mts_writer *w, const char *op, const void *data, const uint64_t *offsets, mts_batch_done done,
+                     void *ctx)
 {
     if (!w) return MTS_E_ARG;
     FORWARD_IF_ERROR(check_open(w, op));
@@ -314,14 +314,14 @@ static int add_batch(mts_writer *w, const char *op, const void *data, const uint
         return reject(w, MTS_E_OVERFLOW, "%s: %llu bytes overflow", op, (unsigned long long)total);
     stat_add(&w->st.batches, 1);
     if (first < 0) {
-        if (done) done(ctx);
+        if (done) done(ctx); /* nothing to read */
         return 0;
     }
     if (w->cur_part < 0 || first < w->cur_part) stat_add(&w->st.runs, 1);
     int rc = 0;
     if (w->mode == MODE_STREAM && first < w->cur_part) rc = enter_held(w);
     destination *dest = w->mode == MODE_STREAM ? &w->out.d : w->held_dest;
-    if (!rc) rc = async ? intake_batch_async(w, data, offsets, dest, done, ctx) : intake_batch(w, data, offsets, dest);
+    if (!rc) rc = intake_batch(w, data, offsets, dest, done, ctx);
     w->cur_part = last;
     if (rc < 0) return fail_now(w, rc);
     stat_add(&w->st.bytes_in, total);
@@ -330,13 +330,18 @@ static int add_batch(mts_writer *w, const char *op, const void *data, const uint
 
 int mts_writer_add_batch(mts_writer *w, const void *data, const uint64_t *offsets)
 {
-    return add_batch(w, "add_batch", data, offsets, 0, NULL, NULL);
+    return add_batch(w, "add_batch", data, offsets, NULL, NULL);
+}
+
+static void batch_done_nothing(void *ctx)
+{
+    (void)ctx;
 }
 
 int mts_writer_add_batch_async(mts_writer *w, const void *data, const uint64_t *offsets, mts_batch_done done,
                                void *ctx)
 {
-    return add_batch(w, "add_batch_async", data, offsets, 1, done, ctx);
+    return add_batch(w, "add_batch_async", data, offsets, done ? done : batch_done_nothing, ctx);
 }
 
 /* ---- finish and commit ------------------------------------------------------ */

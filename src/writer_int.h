@@ -168,14 +168,12 @@ static inline int intake_held(mts_writer *w, uint32_t p, const unsigned char *b,
     }
     return intake_held_slow(w, p, b, len);
 }
-/* Hands a borrowed batch (partitions [0, n)) to jobs bound for dest; returns
- * once no job reads it any more. */
-int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest);
-/* The same without waiting: the jobs compress the batch in place and the last
- * of them to finish calls done(ctx). On an error return done is not called
+/* Hands a batch (partitions [0, n)) to jobs bound for dest. Without done,
+ * returns once no job reads it. With done, returns once its jobs are queued,
+ * and the last of them calls done(ctx); on an error return done is not called
  * and nothing reads the batch any more. */
-int intake_batch_async(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest,
-                       mts_batch_done done, void *ctx);
+int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest, mts_batch_done done,
+                 void *ctx);
 /* Submits what the stage and arena hold; frees the empty arena. last: the
  * input ends here (the caller runs the stage's job itself). */
 int intake_flush(mts_writer *w, int last);

@@ -10,11 +10,6 @@ static mts_writer *make(const char *dir, uint32_t n, mts_strategy strat)
     return test_writer(&o);
 }
 
-static void count_back(void *ctx)
-{
-    __atomic_add_fetch((uint32_t *)ctx, 1, __ATOMIC_RELAXED);
-}
-
 int main(void)
 {
     test_init_seed("test_api");
@@ -134,24 +129,24 @@ int main(void)
         uint64_t big[5] = {0, per, 2 * per, 3 * per, 4 * per};
         unsigned char *bytes = malloc(4 * per);
         for (size_t i = 0; i < 4 * per; i++) bytes[i] = (unsigned char)(i / 7);
-        CHECK(mts_writer_add_batch_async(w, "abc", bad, count_back, &back) == MTS_E_ARG);
-        CHECK(mts_writer_add_batch_async(w, NULL, big, count_back, &back) == MTS_E_ARG && back == 0);
+        CHECK(mts_writer_add_batch_async(w, "abc", bad, test_count_given_back, &back) == MTS_E_ARG);
+        CHECK(mts_writer_add_batch_async(w, NULL, big, test_count_given_back, &back) == MTS_E_ARG && back == 0);
         CHECK(strstr(mts_writer_error(w), "add_batch_async") != NULL);
-        CHECK_RC(mts_writer_add_batch_async(w, NULL, none, count_back, &back));
+        CHECK_RC(mts_writer_add_batch_async(w, NULL, none, test_count_given_back, &back));
         CHECK(back == 1);
-        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, count_back, &back));
-        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, count_back, &back)); /* out of order: held */
+        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, test_count_given_back, &back));
+        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, test_count_given_back, &back)); /* out of order: held */
         CHECK_RC(mts_writer_add_batch_async(w, bytes, big, NULL, NULL));
         CHECK_RC(mts_writer_abort(w));
         CHECK(__atomic_load_n(&back, __ATOMIC_RELAXED) == 3);
-        CHECK(mts_writer_add_batch_async(w, bytes, big, count_back, &back) == MTS_E_ABORTED);
+        CHECK(mts_writer_add_batch_async(w, bytes, big, test_count_given_back, &back) == MTS_E_ABORTED);
         mts_writer_free(w);
         CHECK(back == 3 && dir_count(dir) == 0);
         w = make(dir, 4, (mts_strategy)strat);
         back = 0;
-        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, count_back, &back));
+        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, test_count_given_back, &back));
         CHECK_RC(mts_writer_add_batch(w, bytes, big));
-        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, count_back, &back));
+        CHECK_RC(mts_writer_add_batch_async(w, bytes, big, test_count_given_back, &back));
         uint64_t lens4[4];
         CHECK_RC(mts_writer_commit(w, lens4, NULL, NULL));
         CHECK(__atomic_load_n(&back, __ATOMIC_RELAXED) == 2 && lens4[3] > 0);

@@ -14,11 +14,6 @@ static char *dir;
 static unsigned char *data;
 static uint64_t offs[65];
 
-static void count_given_back(void *ctx)
-{
-    __atomic_add_fetch((uint32_t *)ctx, 1, __ATOMIC_RELAXED);
-}
-
 /* The workload: streaming with several batches, a budget that forces spills,
  * fsync at commit; or the baseline. Returns the first error. */
 static int run_task(int scenario, int *committed)
@@ -43,7 +38,7 @@ static int run_task(int scenario, int *committed)
     int async_rc = 1;
     uint32_t given_back = 0;
     for (int b = 0; b < 3 && rc == 0; b++)
-        rc = b == 1 ? (async_rc = mts_writer_add_batch_async(w, data, offs, count_given_back, &given_back))
+        rc = b == 1 ? (async_rc = mts_writer_add_batch_async(w, data, offs, test_count_given_back, &given_back))
                     : mts_writer_add_batch(w, data, offs);
     for (uint32_t i = 0; i < 300 && rc == 0; i++) rc = mts_writer_append(w, (i * 37) % 64, data + i, 100);
     if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);

@@ -110,6 +110,13 @@ static inline unsigned char *read_file(const char *path, size_t *len)
     return b;
 }
 
+/* An mts_batch_done that counts the batches given back in the uint32_t at
+ * ctx (from engine threads too). */
+static inline void test_count_given_back(void *ctx)
+{
+    __atomic_add_fetch((uint32_t *)ctx, 1, __ATOMIC_RELAXED);
+}
+
 static inline uint64_t be64_at(const unsigned char *p)
 {
     uint64_t v = 0;
