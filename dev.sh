@@ -90,6 +90,8 @@ case "${1:-}" in
     CC=clang-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMTS_FUZZ=ON -DMTS_SANITIZE=fuzzer \
       -DMTS_BUILD_TESTS=OFF >/dev/null
     cmake --build build-fuzz
+    scratch_dirs() { ls -d /dev/shm/mts-fuzz-* /tmp/mts-fuzz-* 2>/dev/null | wc -l; }
+    scratch_before=$(scratch_dirs)
     for t in reader inspect writer; do
       work=$(mktemp -d)
       (cd "$work" && "$OLDPWD/build-fuzz/fuzz_$t" -max_total_time="$FUZZ_SECONDS" -timeout=10 -print_final_stats=1 \
@@ -97,6 +99,10 @@ case "${1:-}" in
       echo "fuzz_$t: $(grep -E '^stat::number_of_executed_units' "$work/log" | awk '{print $2}') runs, no failure"
       rm -rf "$work"
     done
+    if [ "$(scratch_dirs)" != "$scratch_before" ]; then
+      echo "the fuzz targets left scratch directories behind:"; ls -d /dev/shm/mts-fuzz-* /tmp/mts-fuzz-* 2>/dev/null
+      exit 1
+    fi
     ;;
   spark-jar)
     install_packages

@@ -17,12 +17,15 @@
 
 static char fuzz_dir[256];
 
+static void fuzz_remove_scratch(void);
+
 static inline const char *fuzz_scratch(void)
 {
     if (!fuzz_dir[0]) {
         snprintf(fuzz_dir, sizeof fuzz_dir, "%s/mts-fuzz-%d", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp",
                  (int)getpid());
         mkdir(fuzz_dir, 0755);
+        atexit(fuzz_remove_scratch); /* libFuzzer ends its runs with exit() */
     }
     return fuzz_dir;
 }
@@ -38,6 +41,12 @@ static inline void fuzz_clear(void)
         unlink(p);
     }
     if (d) closedir(d);
+}
+
+static void fuzz_remove_scratch(void)
+{
+    fuzz_clear();
+    rmdir(fuzz_dir);
 }
 
 static inline void fuzz_put(const char *name, const uint8_t *b, size_t n)
