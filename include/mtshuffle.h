@@ -192,9 +192,11 @@ MTS_API int mts_writer_append(mts_writer *w, uint32_t partition, const void *byt
 /* Appends a buffer of tagged records in any partition order, each a
  * big-endian uint32 partition, a big-endian uint32 length and that many
  * bytes (the layout the JNI binding's direct buffers carry): the same as one
- * mts_writer_append per record, in one call. The whole buffer is checked
- * first: a cut-off header or a length past the end (MTS_E_ARG), a partition
- * out of range (MTS_E_RANGE) rejects it and takes nothing. */
+ * mts_writer_append per record, in one call. Each header is checked as its
+ * record is taken, so a malformed buffer fails the writer (the records before
+ * the bad header may be taken; nothing is committed, the writer can only be
+ * aborted or freed): a cut-off header or a length past the end (MTS_E_ARG),
+ * a partition out of range (MTS_E_RANGE), the message giving the offset. */
 MTS_API int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len);
 
 /* Adds one batch already grouped by partition: partition p's bytes are

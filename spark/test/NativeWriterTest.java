@@ -52,8 +52,8 @@ public class NativeWriterTest {
 
     /**
      * Malformed buffers and arrays from the JVM side: each is an
-     * IllegalArgumentException with a message, never a crash, and the writer
-     * stays usable (what it wrote before is committed intact).
+     * IllegalArgumentException with a message, never a crash; a rejected call
+     * leaves the writer usable (what it wrote before is committed intact).
      */
     static void malformed(Path dir) throws Exception {
         int n = 8;
@@ -75,21 +75,6 @@ public class NativeWriterTest {
             ByteBuffer b = ByteBuffer.allocateDirect(32);
             rejects("length past capacity", "capacity", () -> w.writeTagged(b, 33));
             rejects("negative length", "capacity", () -> w.writeTagged(b, -1));
-            b.clear();
-            b.putInt(1).put((byte) 0);
-            rejects("header cut off", "cut off", () -> w.writeTagged(b, 5));
-            b.clear();
-            b.putInt(1).putInt(1000).put(new byte[4]);
-            rejects("record longer than the buffer", "claims", () -> w.writeTagged(b, 12));
-            b.clear();
-            b.putInt(1).putInt(-2).put(new byte[4]);
-            rejects("negative record length", "claims", () -> w.writeTagged(b, 12));
-            b.clear();
-            b.putInt(-1).putInt(1).put((byte) 1);
-            rejects("negative partition", "out of range", () -> w.writeTagged(b, 9));
-            b.clear();
-            b.putInt(n).putInt(1).put((byte) 1);
-            rejects("partition == numPartitions", "out of range", () -> w.writeTagged(b, 9));
             ByteBuffer batch = ByteBuffer.allocateDirect(100);
             rejects("offsets too short", "offsets", () -> w.addBatch(batch, new long[n]));
             rejects("offsets too long", "offsets", () -> w.addBatch(batch, new long[n + 2]));
@@ -118,7 +103,41 @@ public class NativeWriterTest {
             check(Arrays.equals(got, new byte[] {9, 8, 7, 6}), "partition 3 intact");
         }
         Files.deleteIfExists(data);
-        System.out.println("malformed input: every call rejected with IllegalArgumentException");
+        /* A tagged buffer whose records are malformed fails its writer at the
+         * bad header (records are taken as their headers are checked): an
+         * IllegalArgumentException naming the offset, then every call fails
+         * and closing leaves nothing behind. */
+        String[][] cases = {{"header cut off", "cut off"}, {"record longer than the buffer", "claims"},
+                {"negative record length", "claims"}, {"negative partition", "out of range"},
+                {"partition == numPartitions", "out of range"}};
+        for (int k = 0; k < cases.length; k++) {
+            Path d = dir.resolve("malformed-tagged.data");
+            try (NativeShuffleWriter w = new NativeShuffleWriter(d.toString(), n, NativeShuffleWriter.CODEC_LZ4, 1,
+                    32768, NativeShuffleWriter.CHECKSUM_ADLER32, 2, 1 << 20, 0, false)) {
+                ByteBuffer b = ByteBuffer.allocateDirect(64);
+                b.putInt(3).putInt(4).put(new byte[] {9, 8, 7, 6}); /* a good record first, at offset 0 */
+                switch (k) {
+                case 0: b.putInt(1).put((byte) 0); break;
+                case 1: b.putInt(1).putInt(1000).put(new byte[4]); break;
+                case 2: b.putInt(1).putInt(-2).put(new byte[4]); break;
+                case 3: b.putInt(-1).putInt(1).put((byte) 1); break;
+                default: b.putInt(n).putInt(1).put((byte) 1); break;
+                }
+                int len = b.position();
+                rejects(cases[k][0], cases[k][1], () -> w.writeTagged(b, len));
+                rejects(cases[k][0] + " (the message)", "offset 12", () -> w.writeTagged(b, len));
+                boolean failed = false;
+                try {
+                    w.finish(new long[n]);
+                } catch (IllegalArgumentException | IOException e) {
+                    failed = true;
+                }
+                check(failed, cases[k][0] + ": the writer still finished");
+            }
+            check(!Files.exists(d), cases[k][0] + ": the failed writer left its data file");
+        }
+        System.out.println("malformed input: every call rejected with IllegalArgumentException; a malformed tagged"
+                + " buffer fails its writer");
     }
 
     /** Random records into one writer; returns what each partition must decode to. */
@@ -330,14 +349,6 @@ public class NativeWriterTest {
                         offs[p + 1] = buf.position();
                     }
                     w.addBatch(buf, offs);
-                    try {
-                        buf.clear();
-                        buf.putInt(n + 3).putInt(1).put((byte) 1);
-                        w.writeTagged(buf, buf.position());
-                        check(false, "a partition out of range must throw");
-                    } catch (IllegalArgumentException e) {
-                        check(e.getMessage().contains("out of range"), "message: " + e.getMessage());
-                    }
                     lengths = w.finish(sums);
                     long[] st = w.stats();
                     check(st[0] > 0 && st[1] == Files.size(data), "stats: bytes in and out");
