@@ -5,21 +5,21 @@
  * does not shrink is stored raw; the stream ends with an empty raw block. */
 #include <lz4.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "codec.h"
 #include "internal.h"
+#include "xxh32.h"
+
+/* Blocks are checked four at a time (xxh32_many): compressed after their
+ * checks, verified after they are decoded. */
+#define GROUP 4
+#define CHECK_MASK 0x0FFFFFFFu
 
 static unsigned lz4j_level(uint32_t block_size)
 {
     unsigned bits = 0;
     while ((1u << bits) < block_size) bits++; /* ceil(log2) */
     return bits > 10 ? bits - 10 : 0;
-}
-
-static uint32_t lz4j_check(const void *buf, size_t len)
-{
-    return (uint32_t)XXH32(buf, len, LZ4J_SEED) & 0x0FFFFFFFu;
 }
 
 static void put_header(unsigned char *h, unsigned token, uint32_t clen, uint32_t olen,
@@ -69,26 +69,41 @@ static int lz4_compress_v(const codec_params *p, void *ctx, const codec_piece *v
         blocks += (v[k].n + p->block_size - 1) / p->block_size;
     }
     if (cap < total + (blocks + 1) * LZ4J_HEADER_LEN) return MTS_E_OVERFLOW;
-    for (unsigned k = 0; k < nv; k++) {
-        const unsigned char *in = v[k].p;
-        for (size_t i = 0; i < v[k].n;) {
-            int blen = (int)MTS_MIN((size_t)p->block_size, v[k].n - i);
+    unsigned k = 0;
+    size_t i = 0; /* the next block starts at byte i of piece k */
+    for (;;) {
+        const unsigned char *bp[GROUP];
+        size_t bl[GROUP];
+        uint32_t check[GROUP];
+        unsigned g = 0;
+        while (g < GROUP && k < nv) {
+            if (i == v[k].n) {
+                k++;
+                i = 0;
+                continue;
+            }
+            bp[g] = (const unsigned char *)v[k].p + i;
+            bl[g] = MTS_MIN((size_t)p->block_size, v[k].n - i);
+            i += bl[g++];
+        }
+        if (g == 0) break;
+        xxh32_many(bp, bl, g, LZ4J_SEED, check);
+        for (unsigned j = 0; j < g; j++) {
+            int blen = (int)bl[j];
             unsigned char *h = out + o;
             /* Every block independent (no dictionary), as lz4-java's; capacity
              * blen-1: lz4 gives up (returns 0) unless the block shrinks. */
             LZ4_resetStream_fast(ctx);
-            int clen = LZ4_compress_fast_continue(ctx, (const char *)in + i, (char *)h + LZ4J_HEADER_LEN, blen,
+            int clen = LZ4_compress_fast_continue(ctx, (const char *)bp[j], (char *)h + LZ4J_HEADER_LEN, blen,
                                                   blen - 1, 1);
-            uint32_t check = lz4j_check(in + i, (size_t)blen);
             if (clen > 0) {
-                put_header(h, LZ4J_METHOD_LZ4 | level, (uint32_t)clen, (uint32_t)blen, check);
+                put_header(h, LZ4J_METHOD_LZ4 | level, (uint32_t)clen, (uint32_t)blen, check[j] & CHECK_MASK);
             } else {
                 clen = blen;
-                memcpy(h + LZ4J_HEADER_LEN, in + i, (size_t)blen);
-                put_header(h, LZ4J_METHOD_RAW | level, (uint32_t)blen, (uint32_t)blen, check);
+                memcpy(h + LZ4J_HEADER_LEN, bp[j], (size_t)blen);
+                put_header(h, LZ4J_METHOD_RAW | level, (uint32_t)blen, (uint32_t)blen, check[j] & CHECK_MASK);
             }
             o += LZ4J_HEADER_LEN + (size_t)clen;
-            i += (size_t)blen;
         }
     }
     put_header(out + o, LZ4J_METHOD_RAW | level, 0, 0, 0);
@@ -124,23 +139,71 @@ static int block_header(const unsigned char *src, uint64_t n, uint64_t o, unsign
     return 0;
 }
 
-/* Decodes the block at src[o, n) into dst (room for its olen); returns the
- * decoded length, or MTS_E_CORRUPT. *next is the offset after the block. */
-static int block_decode(const unsigned char *src, uint64_t n, uint64_t o, unsigned char *dst, uint64_t *next)
+/* Decodes the block at src[o, n) into dst (room for its olen), leaving its
+ * check to the caller: 0 with *olen and *check (as stored), or
+ * MTS_E_CORRUPT. *next is the offset after the block. */
+static int block_decode(const unsigned char *src, uint64_t n, uint64_t o, unsigned char *dst, uint32_t *olen,
+                        uint32_t *check, uint64_t *next)
+{
+    unsigned method;
+    uint32_t clen;
+    FORWARD_IF_ERROR(block_header(src, n, o, &method, &clen, olen, check));
+    const unsigned char *payload = src + o + LZ4J_HEADER_LEN;
+    if (method == LZ4J_METHOD_LZ4 && *olen) {
+        int d = LZ4_decompress_safe((const char *)payload, (char *)dst, (int)clen, (int)*olen);
+        if (d < 0 || (uint32_t)d != *olen) return MTS_E_CORRUPT;
+    } else if (*olen) {
+        memcpy(dst, payload, *olen);
+    }
+    *next = o + LZ4J_HEADER_LEN + clen;
+    return 0;
+}
+
+static size_t lz4_step_need(const unsigned char *src, uint64_t n, uint64_t pos);
+
+/* Up to GROUP decoded blocks awaiting their checks. */
+typedef struct group {
+    unsigned n;
+    size_t at[GROUP];       /* where each one's bytes start in the output */
+    size_t len[GROUP];
+    uint32_t want[GROUP];   /* its stored check */
+    uint64_t pos[GROUP];    /* its offset in the input */
+} group;
+
+/* Checks the group's blocks, decoded into base; the index of the first that
+ * fails, or g->n if none does. */
+static unsigned group_verify(const group *g, const unsigned char *base)
+{
+    const unsigned char *bp[GROUP];
+    uint32_t got[GROUP];
+    for (unsigned j = 0; j < g->n; j++) bp[j] = base + g->at[j];
+    xxh32_many(bp, g->len, g->n, LZ4J_SEED, got);
+    for (unsigned j = 0; j < g->n; j++)
+        if ((got[j] & CHECK_MASK) != g->want[j]) return j;
+    return g->n;
+}
+
+/* Decodes the block at src[*at, n) to base + *used, where room bytes are
+ * free, and adds it to g (an empty one, the end mark, is only passed).
+ * 0 and *at, *used past it; 1 if it needs more room; MTS_E_CORRUPT. */
+static int group_add(group *g, const unsigned char *src, uint64_t n, uint64_t *at, unsigned char *base,
+                     size_t *used, size_t room)
 {
     unsigned method;
     uint32_t clen, olen, check;
-    FORWARD_IF_ERROR(block_header(src, n, o, &method, &clen, &olen, &check));
-    const unsigned char *payload = src + o + LZ4J_HEADER_LEN;
-    if (method == LZ4J_METHOD_LZ4 && olen) {
-        int d = LZ4_decompress_safe((const char *)payload, (char *)dst, (int)clen, (int)olen);
-        if (d < 0 || (uint32_t)d != olen) return MTS_E_CORRUPT;
-    } else if (olen) {
-        memcpy(dst, payload, olen);
+    FORWARD_IF_ERROR(block_header(src, n, *at, &method, &clen, &olen, &check));
+    if (olen > room) return 1;
+    uint64_t next;
+    FORWARD_IF_ERROR(block_decode(src, n, *at, base + *used, &olen, &check, &next));
+    if (olen) {
+        g->at[g->n] = *used;
+        g->len[g->n] = olen;
+        g->want[g->n] = check;
+        g->pos[g->n++] = *at;
     }
-    if (olen && lz4j_check(dst, olen) != check) return MTS_E_CORRUPT;
-    *next = o + LZ4J_HEADER_LEN + clen;
-    return (int)olen;
+    *used += olen;
+    *at = next;
+    return 0;
 }
 
 static int lz4_decode(const void *src, size_t n, codec_sink sink, void *sink_ctx, uint64_t *bad_offset)
@@ -150,27 +213,39 @@ static int lz4_decode(const void *src, size_t n, codec_sink sink, void *sink_ctx
     size_t scratch_cap = 0;
     int rc = 0;
     uint64_t o = 0;
-    while (o < n) {
-        unsigned method;
-        uint32_t clen, olen, check;
-        if (block_header(in, n, o, &method, &clen, &olen, &check) < 0) goto corrupt;
-        if (scratch_cap < olen) {
-            mts_free(scratch);
-            scratch = mts_malloc(olen);
-            if (!scratch) { rc = MTS_E_NOMEM; goto out; }
-            scratch_cap = olen;
+    while (o < n && rc == 0) {
+        /* Up to GROUP blocks into scratch, then their checks, then the sink. */
+        group g = {0};
+        size_t used = 0;
+        int bad = 0;
+        while (g.n < GROUP && o < n) {
+            size_t need = lz4_step_need(in, n, o);
+            if (scratch_cap - used < need) {
+                size_t want = MTS_MAX(used + need, (size_t)GROUP * need);
+                unsigned char *grown = mts_realloc(scratch, want);
+                if (!grown) {
+                    rc = MTS_E_NOMEM;
+                    break;
+                }
+                scratch = grown;
+                scratch_cap = want;
+            }
+            if (group_add(&g, in, n, &o, scratch, &used, scratch_cap - used) != 0) {
+                bad = 1;
+                break;
+            }
         }
-        uint64_t next;
-        int d = block_decode(in, n, o, scratch, &next);
-        if (d < 0) goto corrupt;
-        if (d && (rc = sink(sink_ctx, scratch, (size_t)d)) < 0) goto out;
-        o = next;
+        unsigned ok = g.n ? group_verify(&g, scratch) : 0;
+        for (unsigned j = 0; j < ok && rc == 0; j++) rc = sink(sink_ctx, scratch + g.at[j], g.len[j]);
+        if (rc < 0) break;
+        if (ok < g.n) {
+            rc = MTS_E_CORRUPT;
+            if (bad_offset) *bad_offset = g.pos[ok];
+        } else if (bad) {
+            rc = MTS_E_CORRUPT;
+            if (bad_offset) *bad_offset = o;
+        }
     }
-    goto out;
-corrupt:
-    rc = MTS_E_CORRUPT;
-    if (bad_offset) *bad_offset = o;
-out:
     mts_free(scratch);
     return rc;
 }
@@ -179,27 +254,37 @@ static int lz4_step(void **state, const unsigned char *src, uint64_t n, uint64_t
                     size_t cap, size_t *out, uint64_t *bad_offset)
 {
     (void)state;
-    size_t k = 0;
+    size_t k = 0; /* bytes decoded and checked */
     while (*pos < n) {
-        unsigned method;
-        uint32_t clen, olen, check;
-        if (block_header(src, n, *pos, &method, &clen, &olen, &check) < 0) goto corrupt;
-        if (olen > cap - k) {
-            if (k == 0) goto corrupt; /* the caller gave less room than step_need */
-            break;
+        group g = {0};
+        size_t kk = k;
+        uint64_t at = *pos;
+        int bad = 0, full = 0;
+        while (g.n < GROUP && at < n) {
+            int r = group_add(&g, src, n, &at, dst, &kk, cap - kk);
+            if (r != 0) {
+                full = r == 1;
+                bad = r < 0;
+                break;
+            }
         }
-        uint64_t next;
-        int d = block_decode(src, n, *pos, dst + k, &next);
-        if (d < 0) goto corrupt;
-        k += (size_t)d;
-        *pos = next;
+        unsigned ok = g.n ? group_verify(&g, dst) : 0;
+        if (ok < g.n) {
+            *out = g.at[ok];
+            *pos = *bad_offset = g.pos[ok];
+            return MTS_E_CORRUPT;
+        }
+        k = kk;
+        *pos = at;
+        if (bad || (full && k == 0)) { /* full with nothing done: less room than step_need */
+            *out = k;
+            *bad_offset = *pos;
+            return MTS_E_CORRUPT;
+        }
+        if (full) break;
     }
     *out = k;
     return *pos == n;
-corrupt:
-    *out = k;
-    *bad_offset = *pos;
-    return MTS_E_CORRUPT;
 }
 
 static size_t lz4_step_need(const unsigned char *src, uint64_t n, uint64_t pos)

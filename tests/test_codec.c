@@ -4,6 +4,7 @@
 #include "codec.h"
 #include "internal.h"
 #include "testutil.h"
+#include "xxh32.h"
 
 static size_t compress(const codec_params *p, const void *src, size_t n, unsigned char **out)
 {
@@ -152,5 +153,73 @@ int main(void)
         free(pieces_out);
         free(src);
     }
+
+    /* XXH32 of several blocks: the library's value for every block, with
+     * four blocks at once (where the CPU allows) and one at a time; runs of
+     * equal and unequal lengths, short ones, any alignment and seed. */
+    unsigned char *xb = malloc(1 << 20);
+    fill(&s, xb, 1 << 20, 0);
+    for (int simd = 1; simd >= 0; simd--) {
+        mts__xxh32_allow_simd(simd);
+#if defined(__x86_64__)
+        CHECK(xxh32_simd() == (simd && __builtin_cpu_supports("avx2")));
+#endif
+        for (int t = 0; t < 400; t++) {
+            const unsigned char *bl[9];
+            size_t ln[9];
+            uint32_t got[9], seed = (uint32_t)rng_next(&s);
+            unsigned nb = (unsigned)rng_below(&s, 10);
+            size_t same = rng_below(&s, 2) ? rng_below(&s, 70000) : rng_below(&s, 40);
+            for (unsigned k = 0; k < nb; k++) {
+                ln[k] = rng_below(&s, 3) ? same : rng_below(&s, 70000);
+                bl[k] = xb + rng_below(&s, (1 << 20) - 70000);
+            }
+            xxh32_many(bl, ln, nb, seed, got);
+            for (unsigned k = 0; k < nb; k++) CHECK(got[k] == (uint32_t)XXH32(bl[k], ln[k], seed));
+        }
+    }
+    mts__xxh32_allow_simd(1);
+    free(xb);
+
+    /* A bad check in any block of a group of four is found at that block, by
+     * decode (the blocks before it delivered, none after) and by step (its
+     * bytes before it, the position at it), whichever way checks run. */
+    codec_params small = {MTS_CODEC_LZ4, 1, 1024};
+    size_t sn = compress(&small, text, 10 * 1024 + 500, &out); /* 11 blocks and the end mark */
+    const codec_vtable *l4 = codec_get(MTS_CODEC_LZ4);
+    for (int simd = 1; simd >= 0; simd--) {
+        mts__xxh32_allow_simd(simd);
+        for (unsigned bad_block = 0; bad_block < 11; bad_block++) {
+            unsigned char *bad = malloc(sn);
+            memcpy(bad, out, sn);
+            uint64_t off = 0;
+            for (unsigned k = 0; k < bad_block; k++) off += 21 + get_le32(bad + off + 9);
+            bad[off + 17 + rng_below(&s, 3)] ^= (unsigned char)(1u << rng_below(&s, 8));
+            sinkbuf gb = {0};
+            uint64_t at = 0;
+            CHECK(l4->decode(bad, sn, sink, &gb, &at) == MTS_E_CORRUPT);
+            CHECK(at == off && gb.len == bad_block * 1024u && (gb.len == 0 || !memcmp(gb.buf, text, gb.len)));
+            free(gb.buf);
+            unsigned char dst[16 * 1024];
+            uint64_t pos = 0, at2 = 0;
+            size_t got = 0;
+            CHECK(l4->step(NULL, bad, sn, &pos, dst, sizeof dst, &got, &at2) == MTS_E_CORRUPT);
+            CHECK(at2 == off && pos == off && got == bad_block * 1024u && !memcmp(dst, text, got));
+            free(bad);
+        }
+        /* And intact, in steps of too little room for four blocks. */
+        unsigned char dst[3 * 1024];
+        uint64_t pos = 0, at3 = 0;
+        size_t done = 0, got = 0;
+        int rc;
+        while ((rc = l4->step(NULL, out, sn, &pos, dst, sizeof dst, &got, &at3)) >= 0) {
+            CHECK(!memcmp(dst, text + done, got));
+            done += got;
+            if (rc == 1) break;
+        }
+        CHECK(rc == 1 && done == 10 * 1024 + 500);
+    }
+    mts__xxh32_allow_simd(1);
+    free(out);
     TEST_DONE("test_codec");
 }

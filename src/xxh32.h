@@ -1,0 +1,22 @@
+/* XXH32, as lz4-java checks each block of its stream with it: one block at a
+ * time through the xxhash library, or several at once. */
+#ifndef MTS_XXH32_H
+#define MTS_XXH32_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* XXH32 of blocks[k][0, lens[k]) with seed, into out[k], for k < n. Runs of
+ * four blocks of one length (a stream's full blocks) are hashed together,
+ * their sixteen lanes in two AVX2 registers, where the CPU has AVX2: four
+ * times the single-block rate on this project's machine (BENCHMARKS.md). */
+void xxh32_many(const unsigned char *const *blocks, const size_t *lens, unsigned n, uint32_t seed, uint32_t *out);
+
+/* 1 if xxh32_many hashes four blocks at once. */
+int xxh32_simd(void);
+
+/* Tests: 0 makes xxh32_many hash one block at a time (the path of CPUs
+ * without AVX2), 1 restores what the CPU allows. */
+void mts__xxh32_allow_simd(int on);
+
+#endif
