@@ -1,12 +1,15 @@
 /* The checksum implementations side by side: zlib's adler32 and crc32 and
  * our own CRC-32C against ISA-L's isal_adler32, crc32_gzip_refl and
- * crc32_iscsi (when built with ISA-L), over the same bytes, interleaved.
+ * crc32_iscsi (when built with ISA-L), and lz4-java's block check (XXH32 of
+ * each 32 KiB block) one block at a time through the xxhash library against
+ * four at once (xxh32_many), over the same bytes, interleaved.
  *
  *     build/mts_checksum_bench [--mib M] [--chunk BYTES] [--reps R]
  *
  * Each repetition runs every (algorithm, implementation) once, in rotating
  * order, over M MiB in pieces of BYTES (a writer checksums each compressed
- * chunk, 5-40 KiB at the default sizes; a reader each stored partition).
+ * chunk, 5-40 KiB at the default sizes; a reader each stored partition; the
+ * block checks always take 32 KiB blocks, lz4-java's default).
  * Prints the median GB/s of each and which one the library uses. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,29 @@
 #include <time.h>
 
 #include "checksum.h"
+#include "xxh32.h"
+
+#define LZ4_BLOCK (32u << 10)
+
+/* XXH32 of every 32 KiB block of buf[0, n), four blocks to a call. */
+static uint32_t block_checks(const unsigned char *buf, size_t n)
+{
+    uint32_t x = 0;
+    for (size_t o = 0; o < n;) {
+        const unsigned char *b[4];
+        size_t len[4];
+        uint32_t out[4];
+        unsigned k = 0;
+        for (; k < 4 && o < n; k++) {
+            b[k] = buf + o;
+            len[k] = n - o < LZ4_BLOCK ? n - o : LZ4_BLOCK;
+            o += len[k];
+        }
+        xxh32_many(b, len, k, 0x9747B28Cu, out);
+        for (unsigned j = 0; j < k; j++) x ^= out[j];
+    }
+    return x;
+}
 
 static double now(void)
 {
@@ -51,17 +77,23 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)(i * 2654435761u >> 13); /* faulted in, not constant */
     const mts_checksum algos[] = {MTS_CHECKSUM_ADLER32, MTS_CHECKSUM_CRC32, MTS_CHECKSUM_CRC32C};
     const char *impls[] = {"portable", "isa-l"};
-    int nimpl = checksum_have_isal() ? 2 : 1, ncase = 3 * nimpl;
-    double sec[6][99];
+    int nimpl = checksum_have_isal() ? 2 : 1, nsum = 3 * nimpl, ncase = nsum + 2;
+    double sec[8][99];
     volatile uint32_t sink = 0;
     for (int r = 0; r < reps; r++)
         for (int k = 0; k < ncase; k++) {
             int c = (k + r) % ncase, a = c / nimpl, impl = c % nimpl;
             double t0 = now();
-            uint32_t sum = checksum_init(algos[a]);
-            for (size_t o = 0; o < n; o += chunk)
-                sum ^= checksum_update_with(algos[a], impl, checksum_init(algos[a]), buf + o,
-                                            n - o < chunk ? n - o : chunk);
+            uint32_t sum = 0;
+            if (c >= nsum) { /* the block checks: one at a time, then four at once */
+                mts__xxh32_allow_simd(c == nsum + 1);
+                sum = block_checks(buf, n);
+                mts__xxh32_allow_simd(1);
+            } else {
+                for (size_t o = 0; o < n; o += chunk)
+                    sum ^= checksum_update_with(algos[a], impl, checksum_init(algos[a]), buf + o,
+                                                n - o < chunk ? n - o : chunk);
+            }
             sec[c][r] = now() - t0;
             sink ^= sum;
         }
@@ -69,8 +101,12 @@ int main(int argc, char **argv)
     for (int c = 0; c < ncase; c++) {
         int a = c / nimpl, impl = c % nimpl;
         qsort(sec[c], (size_t)reps, sizeof(double), cmp_double);
-        printf("  %-8s %-9s %6.2f GB/s%s\n", mts_checksum_name(algos[a]), impls[impl], n / sec[c][reps / 2] / 1e9,
-               checksum_impl(algos[a]) == impl ? "  (used)" : "");
+        if (c >= nsum)
+            printf("  %-8s %-9s %6.2f GB/s%s\n", "XXH32", c == nsum ? "one" : "four", n / sec[c][reps / 2] / 1e9,
+                   (c == nsum + 1) == xxh32_simd() ? "  (used)" : "");
+        else
+            printf("  %-8s %-9s %6.2f GB/s%s\n", mts_checksum_name(algos[a]), impls[impl], n / sec[c][reps / 2] / 1e9,
+                   checksum_impl(algos[a]) == impl ? "  (used)" : "");
     }
     free(buf);
     return sink == 0x12345678u; /* keeps the sums alive */
