@@ -1,5 +1,14 @@
 #include "internal.h"
 #include "codec.h"
+#include "xxh32.h"
+
+void codec_defer_flush(codec_defer *d)
+{
+    uint32_t sums[CODEC_DEFER_MAX];
+    xxh32_many(d->src, d->len, d->n, d->seed, sums);
+    for (unsigned k = 0; k < d->n; k++) put_le32(d->at[k], sums[k] & d->mask);
+    d->n = 0;
+}
 
 const codec_vtable *codec_get(mts_codec id)
 {

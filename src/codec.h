@@ -21,6 +21,25 @@ typedef struct codec_piece {
     size_t n;
 } codec_piece;
 
+/* Block checks left for later (lz4-java's XXH32 of each block), so that
+ * blocks of many small streams are checked several at a time: while a
+ * context defers (codec_vtable.defer), compress and compress_v note each
+ * block's original bytes and where its check goes, and codec_defer_flush()
+ * computes and stores the checks. Those bytes, in and out, must stay where
+ * they are until the flush. A list of four (what xxh32_many hashes at once)
+ * flushes itself, while the blocks are still in cache from their
+ * compression; longer lists read them back from memory. */
+#define CODEC_DEFER_MAX 4u
+typedef struct codec_defer {
+    unsigned n;
+    uint32_t seed, mask;
+    const unsigned char *src[CODEC_DEFER_MAX];
+    size_t len[CODEC_DEFER_MAX];
+    unsigned char *at[CODEC_DEFER_MAX]; /* a little-endian uint32 goes here */
+} codec_defer;
+
+void codec_defer_flush(codec_defer *d);
+
 /* Receives decoded bytes in order; returns 0 or a negative code to stop. */
 typedef int (*codec_sink)(void *ctx, const void *buf, size_t len);
 
@@ -40,6 +59,9 @@ typedef struct codec_vtable {
     int (*compress_v)(const codec_params *p, void *ctx, const codec_piece *v, unsigned nv, void *dst,
                       size_t cap, size_t *out_len);
     size_t (*piece_align)(const codec_params *p);
+    /* Optional (NULL: nothing to defer): the context's checks go to d from
+     * now on, or are computed at once again with d NULL. */
+    void (*defer)(void *ctx, codec_defer *d);
     /* Decodes a concatenation of streams. On MTS_E_CORRUPT, *bad_offset is
      * the offset in src of the unit (block, frame) that failed. */
     int (*decode)(const void *src, size_t n, codec_sink sink, void *sink_ctx,

@@ -38,23 +38,56 @@ static size_t lz4_bound(const codec_params *p, size_t n)
     return n + (blocks + 1) * LZ4J_HEADER_LEN; /* raw fallback caps each block */
 }
 
-/* The context is an LZ4_stream_t, cleared once here: each block then starts
- * with LZ4_resetStream_fast() (constant time), where a fresh state per call
- * would clear 16 KiB, more than a small stream's own bytes. */
+/* The context: an LZ4_stream_t, cleared once here (each block then starts
+ * with LZ4_resetStream_fast(), constant time, where a fresh state per call
+ * would clear 16 KiB, more than a small stream's own bytes), and where the
+ * block checks go while they are deferred. */
+typedef struct lz4_ctx {
+    LZ4_stream_t stream;
+    codec_defer *defer;
+} lz4_ctx;
+
 static int lz4_ctx_new(const codec_params *p, void **ctx)
 {
     (void)p;
-    void *mem = mts_malloc(sizeof(LZ4_stream_t));
-    if (!mem) return MTS_E_NOMEM;
-    if (!LZ4_initStream(mem, sizeof(LZ4_stream_t))) {
-        mts_free(mem);
+    lz4_ctx *c = mts_malloc(sizeof *c);
+    if (!c) return MTS_E_NOMEM;
+    if (!LZ4_initStream(&c->stream, sizeof c->stream)) {
+        mts_free(c);
         return MTS_E_CODEC;
     }
-    *ctx = mem;
+    c->defer = NULL;
+    *ctx = c;
     return 0;
 }
 
 static void lz4_ctx_free(void *ctx) { mts_free(ctx); }
+
+static void lz4_defer(void *ctx, codec_defer *d)
+{
+    lz4_ctx *c = ctx;
+    c->defer = d;
+}
+
+/* Compresses one block into h + LZ4J_HEADER_LEN and writes its header;
+ * returns the bytes written. */
+static size_t put_block(lz4_ctx *c, unsigned level, const unsigned char *src, int blen, unsigned char *h,
+                        uint32_t check)
+{
+    /* Every block independent (no dictionary), as lz4-java's; capacity
+     * blen-1: lz4 gives up (returns 0) unless the block shrinks. */
+    LZ4_resetStream_fast(&c->stream);
+    int clen = LZ4_compress_fast_continue(&c->stream, (const char *)src, (char *)h + LZ4J_HEADER_LEN, blen, blen - 1,
+                                          1);
+    if (clen > 0) {
+        put_header(h, LZ4J_METHOD_LZ4 | level, (uint32_t)clen, (uint32_t)blen, check);
+    } else {
+        clen = blen;
+        memcpy(h + LZ4J_HEADER_LEN, src, (size_t)blen);
+        put_header(h, LZ4J_METHOD_RAW | level, (uint32_t)blen, (uint32_t)blen, check);
+    }
+    return LZ4J_HEADER_LEN + (size_t)clen;
+}
 
 /* Blocks restart at every piece, so the stream equals that of the joined
  * pieces when each piece but the last is a multiple of the block size. */
@@ -69,14 +102,18 @@ static int lz4_compress_v(const codec_params *p, void *ctx, const codec_piece *v
         blocks += (v[k].n + p->block_size - 1) / p->block_size;
     }
     if (cap < total + (blocks + 1) * LZ4J_HEADER_LEN) return MTS_E_OVERFLOW;
+    lz4_ctx *c = ctx;
+    codec_defer *d = c->defer;
     unsigned k = 0;
     size_t i = 0; /* the next block starts at byte i of piece k */
     for (;;) {
+        /* The next blocks: one when the checks are deferred (it is noted),
+         * else up to GROUP (checked together, then compressed). */
         const unsigned char *bp[GROUP];
         size_t bl[GROUP];
-        uint32_t check[GROUP];
+        uint32_t check[GROUP] = {0};
         unsigned g = 0;
-        while (g < GROUP && k < nv) {
+        while (g < (d ? 1u : GROUP) && k < nv) {
             if (i == v[k].n) {
                 k++;
                 i = 0;
@@ -87,23 +124,17 @@ static int lz4_compress_v(const codec_params *p, void *ctx, const codec_piece *v
             i += bl[g++];
         }
         if (g == 0) break;
-        xxh32_many(bp, bl, g, LZ4J_SEED, check);
+        if (!d) xxh32_many(bp, bl, g, LZ4J_SEED, check);
         for (unsigned j = 0; j < g; j++) {
-            int blen = (int)bl[j];
-            unsigned char *h = out + o;
-            /* Every block independent (no dictionary), as lz4-java's; capacity
-             * blen-1: lz4 gives up (returns 0) unless the block shrinks. */
-            LZ4_resetStream_fast(ctx);
-            int clen = LZ4_compress_fast_continue(ctx, (const char *)bp[j], (char *)h + LZ4J_HEADER_LEN, blen,
-                                                  blen - 1, 1);
-            if (clen > 0) {
-                put_header(h, LZ4J_METHOD_LZ4 | level, (uint32_t)clen, (uint32_t)blen, check[j] & CHECK_MASK);
-            } else {
-                clen = blen;
-                memcpy(h + LZ4J_HEADER_LEN, bp[j], (size_t)blen);
-                put_header(h, LZ4J_METHOD_RAW | level, (uint32_t)blen, (uint32_t)blen, check[j] & CHECK_MASK);
+            if (d) {
+                if (d->n == CODEC_DEFER_MAX) codec_defer_flush(d);
+                d->seed = LZ4J_SEED;
+                d->mask = CHECK_MASK;
+                d->src[d->n] = bp[j];
+                d->len[d->n] = bl[j];
+                d->at[d->n++] = out + o + 17;
             }
-            o += LZ4J_HEADER_LEN + (size_t)clen;
+            o += put_block(c, level, bp[j], (int)bl[j], out + o, check[j] & CHECK_MASK);
         }
     }
     put_header(out + o, LZ4J_METHOD_RAW | level, 0, 0, 0);
@@ -298,5 +329,5 @@ static void lz4_step_free(void *state) { (void)state; }
 
 const codec_vtable codec_lz4_vtable = {
     .id = MTS_CODEC_LZ4, .bound = lz4_bound, .ctx_new = lz4_ctx_new, .ctx_free = lz4_ctx_free,
-    .compress = lz4_compress, .compress_v = lz4_compress_v, .piece_align = lz4_piece_align,
+    .compress = lz4_compress, .compress_v = lz4_compress_v, .piece_align = lz4_piece_align, .defer = lz4_defer,
     .decode = lz4_decode, .step = lz4_step, .step_need = lz4_step_need, .step_free = lz4_step_free};

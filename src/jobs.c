@@ -112,10 +112,12 @@ static unsigned char *worker_buffer(eng_worker *wk, unsigned k, uint64_t len)
 }
 
 /* Compresses segment s into dst: bytes in place; an arena chain's pages in
- * place when the codec takes pieces at the page size, else joined first. */
+ * place when the codec takes pieces at the page size, else joined first
+ * (*joined set: the worker's gather buffer, which the next segment reuses). */
 static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker *wk, void *cctx, void *dst,
-                        size_t cap, size_t *clen)
+                        size_t cap, size_t *clen, int *joined_used)
 {
+    *joined_used = 0;
     const codec_vtable *cv = w->codec;
     if (!in->next || s->len <= in->page) {
         const unsigned char *src = in->next ? in->base + s->off * in->page : in->base + s->off;
@@ -133,6 +135,7 @@ static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker
     }
     unsigned char *joined = worker_buffer(wk, SLOT_GATHER, s->len);
     if (!joined) return MTS_E_NOMEM;
+    *joined_used = 1;
     for (uint64_t done = 0; done < s->len; done += in->page) {
         memcpy(joined + done, in->base + page * in->page, (size_t)MTS_MIN(in->page, s->len - done));
         if (done + in->page < s->len) page = in->next[page];
@@ -140,45 +143,68 @@ static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker
     return cv->compress(&w->cp, cctx, joined, s->len, dst, cap, clen);
 }
 
+/* Every segment is compressed into the worker's buffer, one after another,
+ * with the codec's block checks deferred, so that the blocks of many small
+ * streams are checked several at a time; then each becomes a chunk of its
+ * exact size (a chunk allocated at the bound and shrunk leaves the heap in
+ * pieces that are trimmed and faulted in again writer after writer). */
 static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
 {
     mts_writer *w = ctx;
     job *j = (job *)ej;
+    const codec_vtable *cv = w->codec;
     uint64_t t0 = mts_now_ns();
     void *cctx = NULL;
     int rc = writer_failed(w) ? 0 : worker_cctx(w, wk, &cctx);
     if (rc < 0) writer_fail(w, rc, "create a %s codec context", mts_codec_name(w->o.codec));
     uint64_t unused = 0; /* reserved for outputs but not needed: given back once, below */
+    size_t total = 0;
+    for (uint32_t i = 0; i < j->nsegs; i++) total += cv->bound(&w->cp, j->segs[i].len);
+    unsigned char *out = writer_failed(w) ? NULL : worker_buffer(wk, SLOT_OUT, total);
+    if (!out && !writer_failed(w))
+        writer_fail(w, MTS_E_NOMEM, "allocate %zu bytes to compress a job of %u partitions", total, j->nsegs);
+    codec_defer defer = {0};
+    if (out && cv->defer) cv->defer(cctx, &defer);
+    size_t at[MAX_SEGS_PER_JOB], len[MAX_SEGS_PER_JOB], o = 0;
     for (uint32_t i = 0; i < j->nsegs; i++) {
         seg *s = &j->segs[i];
-        size_t bound = w->codec->bound(&w->cp, s->len);
-        uint64_t reserved = sizeof(chunk) + bound;
-        if (writer_failed(w)) {
-            unused += reserved;
+        size_t bound = cv->bound(&w->cp, s->len);
+        len[i] = SIZE_MAX; /* not compressed */
+        if (writer_failed(w)) continue;
+        int joined = 0;
+        rc = seg_compress(w, j->in, s, wk, cctx, out + o, bound, &len[i], &joined);
+        if (rc < 0) {
+            len[i] = SIZE_MAX;
+            defer.n = 0; /* the writer has failed: no chunk is made of what they point at */
+            writer_fail(w, rc, "compress partition %u (%llu bytes, %s)", s->partition, (unsigned long long)s->len,
+                        mts_codec_name(w->o.codec));
             continue;
         }
-        /* Into the worker's warm buffer, then a chunk of the exact size: a
-         * chunk allocated at the bound and shrunk leaves the heap in pieces
-         * that are trimmed and faulted in again writer after writer. */
-        unsigned char *out = worker_buffer(wk, SLOT_OUT, bound);
-        size_t clen = 0;
-        rc = out ? seg_compress(w, j->in, s, wk, cctx, out, bound, &clen) : MTS_E_NOMEM;
-        chunk *c = rc == 0 ? mts_malloc(sizeof(chunk) + clen) : NULL;
+        if (joined) codec_defer_flush(&defer); /* before the next segment overwrites its bytes */
+        at[i] = o;
+        o += len[i];
+    }
+    if (defer.n) codec_defer_flush(&defer);
+    if (out && cv->defer) cv->defer(cctx, NULL);
+    for (uint32_t i = 0; i < j->nsegs; i++) {
+        seg *s = &j->segs[i];
+        size_t bound = cv->bound(&w->cp, s->len);
+        chunk *c = len[i] != SIZE_MAX && !writer_failed(w) ? mts_malloc(sizeof(chunk) + len[i]) : NULL;
         if (!c) {
-            writer_fail(w, rc ? rc : MTS_E_NOMEM, "compress partition %u (%llu bytes, %s)", s->partition,
-                        (unsigned long long)s->len, mts_codec_name(w->o.codec));
-            unused += reserved;
+            if (len[i] != SIZE_MAX && !writer_failed(w))
+                writer_fail(w, MTS_E_NOMEM, "allocate a %zu-byte chunk for partition %u", len[i], s->partition);
+            unused += sizeof(chunk) + bound;
             continue;
         }
-        memcpy(c->data, out, clen);
-        unused += bound - clen;
-        c->charge = sizeof(chunk) + clen;
+        memcpy(c->data, out + at[i], len[i]);
+        unused += bound - len[i];
+        c->charge = sizeof(chunk) + len[i];
         c->next = NULL;
         c->partition = s->partition;
-        c->len = clen;
+        c->len = len[i];
         c->checksum = w->o.checksum == MTS_CHECKSUM_NONE
                           ? 0
-                          : checksum_update(w->o.checksum, checksum_init(w->o.checksum), out, clen);
+                          : checksum_update(w->o.checksum, checksum_init(w->o.checksum), c->data, len[i]);
         s->out = c;
     }
     eng_release(&w->client, unused);

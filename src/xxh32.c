@@ -41,17 +41,25 @@ int xxh32_simd(void)
 #ifdef MTS_XXH32_X4
 static inline uint32_t rotl32(uint32_t x, int r) { return x << r | x >> (32 - r); }
 
-/* The rest of XXH32 for one block whose first `done` bytes (whole stripes,
- * len >= 16) went into the accumulators acc[4]. */
-static uint32_t finish(const uint32_t acc[4], const unsigned char *p, size_t len, size_t done)
+#define MIN2(a, b) ((a) < (b) ? (a) : (b))
+
+static inline uint32_t word32(const unsigned char *p)
 {
+    uint32_t w;
+    memcpy(&w, p, 4); /* little-endian, as x86 is */
+    return w;
+}
+
+/* The rest of XXH32 for one block (len >= 16) whose first `done` bytes, whole
+ * stripes, went into the accumulators acc[4]: its other stripes, the fold,
+ * the tail and the avalanche. */
+static uint32_t finish(uint32_t acc[4], const unsigned char *p, size_t len, size_t done)
+{
+    for (; done + 16 <= len; done += 16)
+        for (int l = 0; l < 4; l++) acc[l] = rotl32(acc[l] + word32(p + done + 4 * l) * P2, 13) * P1;
     uint32_t h = rotl32(acc[0], 1) + rotl32(acc[1], 7) + rotl32(acc[2], 12) + rotl32(acc[3], 18);
     h += (uint32_t)len;
-    for (; done + 4 <= len; done += 4) {
-        uint32_t word;
-        memcpy(&word, p + done, 4); /* little-endian, as x86 is */
-        h = rotl32(h + word * P3, 17) * P4;
-    }
+    for (; done + 4 <= len; done += 4) h = rotl32(h + word32(p + done) * P3, 17) * P4;
     for (; done < len; done++) h = rotl32(h + p[done] * P5, 11) * P1;
     h ^= h >> 15;
     h *= P2;
@@ -76,22 +84,59 @@ AVX2 static inline __m256i round8(__m256i acc, __m256i words, __m256i p1, __m256
     return _mm256_mullo_epi32(acc, p1);
 }
 
-/* Four blocks of len >= 16 bytes each. */
-AVX2 static void xxh32_x4(const unsigned char *const *b, size_t len, uint32_t seed, uint32_t *out)
+/* The stripes of four lanes together: p[k] is lane k's next stripe, its
+ * accumulators acc[4k, 4k+4). */
+AVX2 static void stripes_x4(const unsigned char *const *p, size_t stripes, uint32_t *acc)
 {
     const __m256i p1 = _mm256_set1_epi32((int)P1), p2 = _mm256_set1_epi32((int)P2);
-    __m256i a01 = _mm256_setr_epi32((int)(seed + P1 + P2), (int)(seed + P2), (int)seed, (int)(seed - P1),
-                                    (int)(seed + P1 + P2), (int)(seed + P2), (int)seed, (int)(seed - P1));
-    __m256i a23 = a01;
-    size_t stripes = len / 16;
+    __m256i a01 = _mm256_loadu_si256((const __m256i *)(const void *)acc);
+    __m256i a23 = _mm256_loadu_si256((const __m256i *)(const void *)(acc + 8));
     for (size_t i = 0; i < stripes * 16; i += 16) {
-        a01 = round8(a01, lanes_of_two(b[0] + i, b[1] + i), p1, p2);
-        a23 = round8(a23, lanes_of_two(b[2] + i, b[3] + i), p1, p2);
+        a01 = round8(a01, lanes_of_two(p[0] + i, p[1] + i), p1, p2);
+        a23 = round8(a23, lanes_of_two(p[2] + i, p[3] + i), p1, p2);
     }
-    uint32_t acc[16];
     _mm256_storeu_si256((__m256i *)(void *)acc, a01);
     _mm256_storeu_si256((__m256i *)(void *)(acc + 8), a23);
-    for (int k = 0; k < 4; k++) out[k] = finish(acc + 4 * k, b[k], len, stripes * 16);
+}
+
+/* Four blocks of at least 16 bytes (m < 4 of them real, the rest copies of
+ * the first): their stripes together while two or more have some left, in
+ * rounds as long as the shortest of those (a lane done is refilled with a
+ * copy of a live one, whose result is dropped), then each on its own. */
+static void xxh32_x4(const unsigned char *const *b, const size_t *lens, unsigned m, uint32_t seed, uint32_t *out)
+{
+    uint32_t acc[16];
+    size_t done[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; k++) {
+        acc[4 * k] = seed + P1 + P2;
+        acc[4 * k + 1] = seed + P2;
+        acc[4 * k + 2] = seed;
+        acc[4 * k + 3] = seed - P1;
+    }
+    for (;;) {
+        unsigned live[4], nlive = 0;
+        size_t stripes = SIZE_MAX;
+        for (unsigned k = 0; k < m; k++) {
+            size_t left = (lens[k] - done[k]) / 16;
+            if (left == 0) continue;
+            live[nlive++] = k;
+            stripes = MIN2(stripes, left);
+        }
+        if (nlive < 2) break;
+        const unsigned char *p[4];
+        uint32_t lane[16];
+        for (unsigned j = 0; j < 4; j++) {
+            unsigned k = live[j < nlive ? j : 0];
+            p[j] = b[k] + done[k];
+            memcpy(lane + 4 * j, acc + 4 * k, 16);
+        }
+        stripes_x4(p, stripes, lane);
+        for (unsigned j = 0; j < nlive; j++) {
+            memcpy(acc + 4 * live[j], lane + 4 * j, 16);
+            done[live[j]] += stripes * 16;
+        }
+    }
+    for (unsigned k = 0; k < m; k++) out[k] = finish(acc + 4 * k, b[k], lens[k], done[k]);
 }
 #endif
 
@@ -99,15 +144,27 @@ void xxh32_many(const unsigned char *const *blocks, const size_t *lens, unsigned
 {
     unsigned k = 0;
 #ifdef MTS_XXH32_X4
-    if (n >= 4 && xxh32_simd()) {
-        for (; k + 4 <= n; k += 4) {
-            size_t len = lens[k];
-            if (len >= 16 && lens[k + 1] == len && lens[k + 2] == len && lens[k + 3] == len) {
-                xxh32_x4(blocks + k, len, seed, out + k);
+    if (n >= 2 && xxh32_simd()) {
+        /* Blocks of 16 bytes or more go four to a call (or the two or three
+         * left at the end); shorter ones, and one left alone, through the
+         * library. */
+        const unsigned char *b[4];
+        size_t len[4];
+        unsigned idx[4], m = 0;
+        for (; k < n; k++) {
+            if (lens[k] < 16) out[k] = (uint32_t)XXH32(blocks[k], lens[k], seed);
+            else b[m] = blocks[k], len[m] = lens[k], idx[m++] = k;
+            if (m == 0 || (m < 4 && k + 1 < n)) continue;
+            if (m == 1) {
+                out[idx[0]] = (uint32_t)XXH32(b[0], len[0], seed);
             } else {
-                for (unsigned j = k; j < k + 4; j++) out[j] = (uint32_t)XXH32(blocks[j], lens[j], seed);
+                uint32_t got[4];
+                xxh32_x4(b, len, m, seed, got);
+                for (unsigned j = 0; j < m; j++) out[idx[j]] = got[j];
             }
+            m = 0;
         }
+        return;
     }
 #endif
     for (; k < n; k++) out[k] = (uint32_t)XXH32(blocks[k], lens[k], seed);

@@ -6,10 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* XXH32 of blocks[k][0, lens[k]) with seed, into out[k], for k < n. Runs of
- * four blocks of one length (a stream's full blocks) are hashed together,
- * their sixteen lanes in two AVX2 registers, where the CPU has AVX2: four
- * times the single-block rate on this project's machine (BENCHMARKS.md). */
+/* XXH32 of blocks[k][0, lens[k]) with seed, into out[k], for k < n. Where
+ * the CPU has AVX2, blocks of 16 bytes or more are hashed four at a time,
+ * their sixteen lanes in two AVX2 registers, together up to the shortest's
+ * length (about three times the single-block rate on this project's
+ * machine, BENCHMARKS.md). */
 void xxh32_many(const unsigned char *const *blocks, const size_t *lens, unsigned n, uint32_t seed, uint32_t *out);
 
 /* 1 if xxh32_many hashes four blocks at once. */
