@@ -10,8 +10,8 @@
 #include "internal.h"
 #include "xxh32.h"
 
-/* Blocks are checked four at a time (xxh32_many): compressed after their
- * checks, verified after they are decoded. */
+/* Blocks are checked four at a time (xxh32_many): after they are compressed,
+ * or decoded. */
 #define GROUP 4
 #define CHECK_MASK 0x0FFFFFFFu
 
@@ -69,10 +69,10 @@ static void lz4_defer(void *ctx, codec_defer *d)
     c->defer = d;
 }
 
-/* Compresses one block into h + LZ4J_HEADER_LEN and writes its header;
- * returns the bytes written. */
-static size_t put_block(lz4_ctx *c, unsigned level, const unsigned char *src, int blen, unsigned char *h,
-                        uint32_t check)
+/* Compresses one block into h + LZ4J_HEADER_LEN and writes its header, all
+ * but the check (zero until the block's list is flushed); returns the bytes
+ * written. */
+static size_t put_block(lz4_ctx *c, unsigned level, const unsigned char *src, int blen, unsigned char *h)
 {
     /* Every block independent (no dictionary), as lz4-java's; capacity
      * blen-1: lz4 gives up (returns 0) unless the block shrinks. */
@@ -80,11 +80,11 @@ static size_t put_block(lz4_ctx *c, unsigned level, const unsigned char *src, in
     int clen = LZ4_compress_fast_continue(&c->stream, (const char *)src, (char *)h + LZ4J_HEADER_LEN, blen, blen - 1,
                                           1);
     if (clen > 0) {
-        put_header(h, LZ4J_METHOD_LZ4 | level, (uint32_t)clen, (uint32_t)blen, check);
+        put_header(h, LZ4J_METHOD_LZ4 | level, (uint32_t)clen, (uint32_t)blen, 0);
     } else {
         clen = blen;
         memcpy(h + LZ4J_HEADER_LEN, src, (size_t)blen);
-        put_header(h, LZ4J_METHOD_RAW | level, (uint32_t)blen, (uint32_t)blen, check);
+        put_header(h, LZ4J_METHOD_RAW | level, (uint32_t)blen, (uint32_t)blen, 0);
     }
     return LZ4J_HEADER_LEN + (size_t)clen;
 }
@@ -102,41 +102,27 @@ static int lz4_compress_v(const codec_params *p, void *ctx, const codec_piece *v
         blocks += (v[k].n + p->block_size - 1) / p->block_size;
     }
     if (cap < total + (blocks + 1) * LZ4J_HEADER_LEN) return MTS_E_OVERFLOW;
+    /* Checks go to the context's list, or to one of this call's, flushed
+     * at its end: either way each four blocks are checked together after
+     * their compression, while they are in cache. */
     lz4_ctx *c = ctx;
-    codec_defer *d = c->defer;
-    unsigned k = 0;
-    size_t i = 0; /* the next block starts at byte i of piece k */
-    for (;;) {
-        /* The next blocks: one when the checks are deferred (it is noted),
-         * else up to GROUP (checked together, then compressed). */
-        const unsigned char *bp[GROUP];
-        size_t bl[GROUP];
-        uint32_t check[GROUP] = {0};
-        unsigned g = 0;
-        while (g < (d ? 1u : GROUP) && k < nv) {
-            if (i == v[k].n) {
-                k++;
-                i = 0;
-                continue;
-            }
-            bp[g] = (const unsigned char *)v[k].p + i;
-            bl[g] = MTS_MIN((size_t)p->block_size, v[k].n - i);
-            i += bl[g++];
-        }
-        if (g == 0) break;
-        if (!d) xxh32_many(bp, bl, g, LZ4J_SEED, check);
-        for (unsigned j = 0; j < g; j++) {
-            if (d) {
-                if (d->n == CODEC_DEFER_MAX) codec_defer_flush(d);
-                d->seed = LZ4J_SEED;
-                d->mask = CHECK_MASK;
-                d->src[d->n] = bp[j];
-                d->len[d->n] = bl[j];
-                d->at[d->n++] = out + o + 17;
-            }
-            o += put_block(c, level, bp[j], (int)bl[j], out + o, check[j] & CHECK_MASK);
+    codec_defer local = {0};
+    codec_defer *d = c->defer ? c->defer : &local;
+    for (unsigned k = 0; k < nv; k++) {
+        const unsigned char *in = v[k].p;
+        for (size_t i = 0; i < v[k].n;) {
+            size_t blen = MTS_MIN((size_t)p->block_size, v[k].n - i);
+            if (d->n == CODEC_DEFER_MAX) codec_defer_flush(d);
+            d->seed = LZ4J_SEED;
+            d->mask = CHECK_MASK;
+            d->src[d->n] = in + i;
+            d->len[d->n] = blen;
+            d->at[d->n++] = out + o + 17; /* the header's check */
+            o += put_block(c, level, in + i, (int)blen, out + o);
+            i += blen;
         }
     }
+    if (local.n) codec_defer_flush(&local);
     put_header(out + o, LZ4J_METHOD_RAW | level, 0, 0, 0);
     *out_len = o + LZ4J_HEADER_LEN;
     return 0;
