@@ -90,7 +90,7 @@ case "${1:-}" in
     CC=clang-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMTS_FUZZ=ON -DMTS_SANITIZE=fuzzer \
       -DMTS_BUILD_TESTS=OFF >/dev/null
     cmake --build build-fuzz
-    scratch_dirs() { ls -d /dev/shm/mts-fuzz-* /tmp/mts-fuzz-* 2>/dev/null | wc -l; }
+    scratch_dirs() { { ls -d /dev/shm/mts-fuzz-* /tmp/mts-fuzz-* 2>/dev/null || true; } | wc -l; }
     scratch_before=$(scratch_dirs)
     for t in reader inspect writer; do
       work=$(mktemp -d)
@@ -100,7 +100,7 @@ case "${1:-}" in
       rm -rf "$work"
     done
     if [ "$(scratch_dirs)" != "$scratch_before" ]; then
-      echo "the fuzz targets left scratch directories behind:"; ls -d /dev/shm/mts-fuzz-* /tmp/mts-fuzz-* 2>/dev/null
+      echo "the fuzz targets left scratch directories behind:"; ls -d /dev/shm/mts-fuzz-* /tmp/mts-fuzz-* 2>/dev/null || true
       exit 1
     fi
     ;;
