@@ -5,8 +5,8 @@
 void codec_defer_flush(codec_defer *d)
 {
     uint32_t sums[CODEC_DEFER_MAX];
-    xxh32_many(d->src, d->len, d->n, d->seed, sums);
-    for (unsigned k = 0; k < d->n; k++) put_le32(d->at[k], sums[k] & d->mask);
+    xxh32_many(d->src, d->len, d->n, LZ4J_SEED, sums);
+    for (unsigned k = 0; k < d->n; k++) put_le32(d->at[k], sums[k] & LZ4J_CHECK_MASK);
     d->n = 0;
 }
 

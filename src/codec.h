@@ -32,7 +32,6 @@ typedef struct codec_piece {
 #define CODEC_DEFER_MAX 4u
 typedef struct codec_defer {
     unsigned n;
-    uint32_t seed, mask;
     const unsigned char *src[CODEC_DEFER_MAX];
     size_t len[CODEC_DEFER_MAX];
     unsigned char *at[CODEC_DEFER_MAX]; /* a little-endian uint32 goes here */
@@ -94,6 +93,8 @@ extern const codec_vtable codec_zstd_vtable;
 #define LZ4J_METHOD_RAW 0x10
 #define LZ4J_METHOD_LZ4 0x20
 #define LZ4J_SEED 0x9747B28Cu
+#define LZ4J_CHECK_MASK 0x0FFFFFFFu /* the check: XXH32 & mask */
+#define LZ4J_CHECK_AT 17           /* its offset in a block header */
 #define LZ4J_MIN_BLOCK MTS_LZ4_MIN_BLOCK
 #define LZ4J_MAX_BLOCK MTS_LZ4_MAX_BLOCK
 #define LZ4J_DEFAULT_BLOCK (32u << 10) /* spark.io.compression.lz4.blockSize */

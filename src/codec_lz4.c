@@ -13,7 +13,6 @@
 /* Blocks are checked four at a time (xxh32_many): after they are compressed,
  * or decoded. */
 #define GROUP 4
-#define CHECK_MASK 0x0FFFFFFFu
 
 static unsigned lz4j_level(uint32_t block_size)
 {
@@ -29,7 +28,7 @@ static void put_header(unsigned char *h, unsigned token, uint32_t clen, uint32_t
     h[8] = (unsigned char)token;
     put_le32(h + 9, clen);
     put_le32(h + 13, olen);
-    put_le32(h + 17, check);
+    put_le32(h + LZ4J_CHECK_AT, check);
 }
 
 static size_t lz4_bound(const codec_params *p, size_t n)
@@ -113,11 +112,9 @@ static int lz4_compress_v(const codec_params *p, void *ctx, const codec_piece *v
         for (size_t i = 0; i < v[k].n;) {
             size_t blen = MTS_MIN((size_t)p->block_size, v[k].n - i);
             if (d->n == CODEC_DEFER_MAX) codec_defer_flush(d);
-            d->seed = LZ4J_SEED;
-            d->mask = CHECK_MASK;
             d->src[d->n] = in + i;
             d->len[d->n] = blen;
-            d->at[d->n++] = out + o + 17; /* the header's check */
+            d->at[d->n++] = out + o + LZ4J_CHECK_AT;
             o += put_block(c, level, in + i, (int)blen, out + o);
             i += blen;
         }
@@ -147,7 +144,7 @@ static int block_header(const unsigned char *src, uint64_t n, uint64_t o, unsign
     *method = h[8] & 0xF0;
     *clen = get_le32(h + 9);
     *olen = get_le32(h + 13);
-    *check = get_le32(h + 17);
+    *check = get_le32(h + LZ4J_CHECK_AT);
     if (*method != LZ4J_METHOD_RAW && *method != LZ4J_METHOD_LZ4) return MTS_E_CORRUPT;
     if ((int32_t)*clen < 0 || (int32_t)*olen < 0 || *olen > (1u << (10 + level))) return MTS_E_CORRUPT;
     if ((*olen == 0) != (*clen == 0) || (*olen == 0 && *check != 0)) return MTS_E_CORRUPT;
@@ -196,7 +193,7 @@ static unsigned group_verify(const group *g, const unsigned char *base)
     for (unsigned j = 0; j < g->n; j++) bp[j] = base + g->at[j];
     xxh32_many(bp, g->len, g->n, LZ4J_SEED, got);
     for (unsigned j = 0; j < g->n; j++)
-        if ((got[j] & CHECK_MASK) != g->want[j]) return j;
+        if ((got[j] & LZ4J_CHECK_MASK) != g->want[j]) return j;
     return g->n;
 }
 
