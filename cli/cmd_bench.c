@@ -10,6 +10,8 @@
  *   write                write-only: those compressed bytes, one file per task, sequentially
  *   lz4, zstd            the external CLIs compressing the same bytes into one file
  *   read                 the reader: every partition of every map, as reducers fetch them
+ *   read-always          the same with MTS_VERIFY_ALWAYS (every partition checked against
+ *                        the checksum file before it is decoded)
  *   decode               decode-only: the same stored bytes, same threads, from memory
  *   tiny-engine          --tiny-writers writers of 100 bytes each, one after
  *                        another, on one engine made once (a Spark executor's
@@ -36,12 +38,12 @@
 
 #define MTS_BENCH_MIN(a, b) ((a) < (b) ? (a) : (b))
 
-#define MAX_CONTENDERS 11
-#define DEFAULT_CONTENDERS 8 /* the tiny-* ones run only when named */
+#define MAX_CONTENDERS 12
+#define DEFAULT_CONTENDERS 8 /* the tiny-* ones and read-always run only when named */
 #define MAX_PARALLEL 64  /* task threads */
 static const char *all_contenders[MAX_CONTENDERS] = {"streaming", "baseline", "compress",    "write",
                                                      "lz4",       "zstd",     "read",        "decode",
-                                                     "tiny-engine", "tiny-own", "tiny-files"};
+                                                     "tiny-engine", "tiny-own", "tiny-files", "read-always"};
 
 typedef struct item { /* one compress-only / decode-only unit */
     const unsigned char *src;
@@ -274,10 +276,11 @@ static void run_peer(bench *b, const char *which)
     }
 }
 
-static void run_read(bench *b)
+static void run_read(bench *b, int verify)
 {
     mts_reader_options ro;
     mts_reader_options_init(&ro);
+    ro.verify_checksums = verify;
     ro.threads = b->o.threads;
     ro.codec = b->o.codec;
     if (b->shared_engine) ro.engine = b->engine;
@@ -459,7 +462,7 @@ int cmd_bench(int argc, char **argv)
                    "       [--parallel P] (P tasks at a time, each on its own thread, as an executor's\n"
                    "       P cores run them; default 1: one after another)\n"
                    "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
-                   "                     (the default), tiny-engine, tiny-own, tiny-files]\n"
+                   "                     (the default), tiny-engine, tiny-own, tiny-files, read-always]\n"
                    "One configuration, contenders interleaved; prints JSON samples (seconds per run).\n"
                    "bench/suite.py runs the whole suite.\n");
             return 0;
@@ -499,16 +502,16 @@ int cmd_bench(int argc, char **argv)
     uint64_t bytes_out = 0;
     if (b.reps > 64) b.reps = 64;
     /* read and decode run right after streaming, on its output. */
-    static const int order[MAX_CONTENDERS] = {0, 6, 7, 1, 2, 3, 4, 5, 8, 9, 10};
+    static const int order[MAX_CONTENDERS] = {0, 6, 11, 7, 1, 2, 3, 4, 5, 8, 9, 10};
     for (uint32_t rep = 0; rep < b.reps; rep++) {
         for (int oi = 0; oi < MAX_CONTENDERS; oi++) {
             int c = order[oi];
             if (!b.use[c]) continue;
-            int needs_output = c == 6 || c == 7;
+            int needs_output = c == 6 || c == 7 || c == 11;
             if (!needs_output) remove_outputs(&b);
-            if (c >= 8) tiny_remove(b.dir, b.tiny_writers);
+            if (c >= 8 && c <= 10) tiny_remove(b.dir, b.tiny_writers);
             if (c == 3 && !b.use[2]) { b.next = 0; run_threads(&b, compress_main); }
-            if (needs_output && !b.use[0] && (c == 6 || !b.use[6])) {
+            if (needs_output && !b.use[0] && (c == 6 || (c == 11 && !b.use[6]) || (c == 7 && !b.use[6] && !b.use[11]))) {
                 uint64_t h;
                 remove_outputs(&b);
                 run_writer(&b, MTS_STRATEGY_STREAMING, &h);
@@ -525,11 +528,12 @@ int cmd_bench(int argc, char **argv)
             case 3: write_only(&b); break;
             case 4: run_peer(&b, "lz4"); break;
             case 5: run_peer(&b, "zstd"); break;
-            case 6: run_read(&b); break;
+            case 6: run_read(&b, MTS_VERIFY_AUTO); break;
             case 7: run_threads(&b, decode_main); break;
             case 8: tiny_writers(b.dir, &b.o, b.engine, b.tiny_writers); break;
             case 9: tiny_writers(b.dir, &b.o, NULL, b.tiny_writers); break;
             case 10: tiny_files(b.dir, b.o.num_partitions, b.tiny_writers); break;
+            case 11: run_read(&b, MTS_VERIFY_ALWAYS); break;
             }
             samples[c][rep] = cli_now() - t0;
             uint64_t peak = cli_peak_rss();

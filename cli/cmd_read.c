@@ -20,7 +20,8 @@ static int parse_reader_opt(const char *cmd, int ch, const char *arg, mts_reader
         return 0;
     case 't': return cli_u32(cmd, "threads", arg, 1, MTS_MAX_THREADS, &ro->threads);
     case 'b': return cli_size(cmd, "budget-mib", arg, 1048576, MTS_MIN_BYTES_IN_FLIGHT, 1ull << 40, &ro->max_bytes_in_flight);
-    case 'n': ro->verify_checksums = 0; return 0;
+    case 'n': ro->verify_checksums = MTS_VERIFY_NEVER; return 0;
+    case 'a': ro->verify_checksums = MTS_VERIFY_ALWAYS; return 0;
     }
     return -1;
 }
@@ -34,7 +35,8 @@ int cmd_read(int argc, char **argv)
     int shuffle = 0, raw = 0, records = 0, json = 0;
     static const struct option opts[] = {
         {"partition", 1, 0, 'p'}, {"end", 1, 0, 'e'}, {"shuffle", 1, 0, 's'}, {"codec", 1, 0, 'c'},
-        {"threads", 1, 0, 't'}, {"budget-mib", 1, 0, 'b'}, {"no-verify", 0, 0, 'n'}, {"raw", 0, 0, 'r'},
+        {"threads", 1, 0, 't'}, {"budget-mib", 1, 0, 'b'}, {"no-verify", 0, 0, 'n'}, {"verify-always", 0, 0, 'a'},
+        {"raw", 0, 0, 'r'},
         {"records", 0, 0, 'R'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int ch;
     optind = 1;
@@ -63,7 +65,10 @@ int cmd_read(int argc, char **argv)
                    "                    set none for uncompressed output, whose records may look like a magic)\n"
                    "  --threads T       decompression threads (2)\n"
                    "  --budget-mib M    max decoded bytes in flight (64)\n"
-                   "  --no-verify       skip checksum verification\n"
+                   "  --no-verify       never read the checksum file (lz4's block checks still run)\n"
+                   "  --verify-always   check every partition against the checksum file before decoding\n"
+                   "                    it (default: only where the codec has no checks of its own, and\n"
+                   "                    to diagnose a damaged lz4 block)\n"
                    "  --raw             write the decoded bytes to stdout instead of a summary\n"
                    "  --records         count records framed as Spark's UnsafeRowSerializer writes them\n"
                    "  --json            the summary as JSON\n");
@@ -195,6 +200,7 @@ int cmd_verify(int argc, char **argv)
 {
     mts_reader_options ro;
     mts_reader_options_init(&ro);
+    ro.verify_checksums = MTS_VERIFY_ALWAYS;
     static const struct option opts[] = {{"codec", 1, 0, 'c'}, {"threads", 1, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int ch;
     optind = 1;

@@ -285,7 +285,7 @@ MTS_API int mts_writer_get_stats(const mts_writer *w, mts_writer_stats *stats);
  * Every offset and length is checked against the file sizes when the outputs
  * are opened; a checksum mismatch, a corrupt lz4 block or zstd frame ends the
  * current read with MTS_E_CORRUPT and a message naming file, partition and
- * offset. Unlike a writer, a reader is not poisoned by an error: the next
+ * offset (MTS_VERIFY_* says when the checksum file is read). Unlike a writer, a reader is not poisoned by an error: the next
  * mts_reader_start() begins a fresh read. */
 typedef struct mts_reader mts_reader;
 
@@ -294,6 +294,19 @@ typedef struct mts_reader mts_reader;
  * so a reader that knows its codec (as a Spark reducer does from its
  * configuration) must set it. */
 #define MTS_CODEC_AUTO ((mts_codec)-1)
+
+/* When a reader checks partitions against the map output's checksum file.
+ * AUTO: before decoding where the codec cannot catch damage itself (none;
+ * zstd, whose frames as Spark writes them carry no checksum), and where it
+ * can (lz4: lz4-java's XXH32 of every block's decoded bytes) only once it
+ * has, to tell in the message whether the stored bytes changed since they
+ * were written (as Spark's reducer diagnoses a corrupt block). With AUTO and
+ * lz4, the pieces of a damaged partition before its bad block may have been
+ * handed out when the read fails, as with NEVER; with ALWAYS no piece of a
+ * partition is handed out before its checksum matched. */
+#define MTS_VERIFY_NEVER 0
+#define MTS_VERIFY_ALWAYS 1
+#define MTS_VERIFY_AUTO 2
 
 typedef struct mts_reader_options {
     mts_codec codec;              /* default MTS_CODEC_AUTO; set it as Spark's config says */
@@ -304,7 +317,8 @@ typedef struct mts_reader_options {
                                      and two pieces; default 64 MiB. The budget must also hold
                                      one piece plus one whole lz4 block of the data read */
     uint32_t piece_size;          /* decoded bytes per piece handed out, default 1 MiB */
-    int verify_checksums;         /* 1 (default): check each partition against the checksum file */
+    int verify_checksums;         /* MTS_VERIFY_*: when partitions are checked against the
+                                     checksum file; default MTS_VERIFY_AUTO */
     uint64_t reserved[8];         /* must be zero */
 } mts_reader_options;
 

@@ -44,6 +44,9 @@ typedef int (*codec_sink)(void *ctx, const void *buf, size_t len);
 
 typedef struct codec_vtable {
     mts_codec id;
+    /* Every unit decode() and step() decode carries a check of its decoded
+     * bytes (lz4-java's XXH32), so damage is caught without a checksum file. */
+    int checks_units;
     /* Largest possible output of compress() for n input bytes. */
     size_t (*bound)(const codec_params *p, size_t n);
     /* Per-thread compression state; *ctx may be left NULL. */

@@ -113,10 +113,19 @@ const char *cursor_name(const mts_reader *r, const cursor *c, char *buf, size_t 
 
 /* ---- units (engine jobs) ---------------------------------------------------------- */
 
-/* Checks the stored checksums of partitions [start, end) of map m. */
-static int verify_segment(mts_reader *r, const map_output *m, uint32_t start, uint32_t end, char *msg, size_t len)
+/* Whether a segment's partitions are checked against the checksum file
+ * before it is decoded (MTS_VERIFY_AUTO: where the codec's own checks would
+ * not catch damage). */
+static int verify_first(const mts_reader *r, mts_codec codec)
 {
-    if (!r->o.verify_checksums || !m->sums) return 0;
+    return r->o.verify_checksums == MTS_VERIFY_ALWAYS ||
+           (r->o.verify_checksums == MTS_VERIFY_AUTO && !codec_get(codec)->checks_units);
+}
+
+/* Checks the stored checksums of partitions [start, end) of map m. */
+static int verify_segment(const map_output *m, uint32_t start, uint32_t end, char *msg, size_t len)
+{
+    if (!m->sums) return 0;
     for (uint32_t p = start; p < end; p++) {
         uint64_t a = m->off[p], n = m->off[p + 1] - a;
         uint32_t got = checksum_update(m->algo, checksum_init(m->algo), m->base + a, n);
@@ -133,6 +142,24 @@ static uint32_t partition_at(const map_output *m, uint32_t start, uint32_t end, 
     uint32_t p = start;
     while (p + 1 < end && m->off[p + 1] <= off) p++;
     return p;
+}
+
+/* After the codec found partition p of map m damaged: whether its stored
+ * bytes still match the checksum file, as a clause for the message in buf
+ * ("" without one; Spark's reducer makes the same diagnosis of a corrupt
+ * block). */
+static void diagnose(const mts_reader *r, const map_output *m, uint32_t p, char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (r->o.verify_checksums == MTS_VERIFY_NEVER || !m->sums) return;
+    uint64_t a = m->off[p], n = m->off[p + 1] - a;
+    uint32_t got = checksum_update(m->algo, checksum_init(m->algo), m->base + a, n);
+    if (got != (uint32_t)m->sums[p])
+        snprintf(buf, len, "; its %s checksum is %u, stored %llu: the stored bytes changed after they were written",
+                 mts_checksum_name(m->algo), got, (unsigned long long)m->sums[p]);
+    else
+        snprintf(buf, len, "; its stored bytes match their %s checksum: damaged before it was taken (by the writer)",
+                 mts_checksum_name(m->algo));
 }
 
 static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
@@ -157,7 +184,7 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
     int rc = 0, done = 0, published = 0;
     piece *p = u->buf; /* a spare piece, or allocated here */
     u->buf = NULL;
-    if (m && !u->verified) rc = verify_segment(r, m, seg.start, seg.end, msg, sizeof msg);
+    if (m && !u->verified && verify_first(r, u->codec)) rc = verify_segment(m, seg.start, seg.end, msg, sizeof msg);
     u->verified = 1;
     if (live && rc == 0 && !p) {
         size_t size = u->codec == MTS_CODEC_NONE ? sizeof *p : u->charge; /* paid at submit */
@@ -181,8 +208,10 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
         done = rc == 1;
         if (rc == MTS_E_CORRUPT && m) {
             uint32_t at = partition_at(m, seg.start, seg.end, bad);
-            mts_msg(msg, sizeof msg, rc, "%s: partition %u: corrupt %s stream at offset %llu (partition starts at %llu)",
-                    what, at, mts_codec_name(u->codec), (unsigned long long)bad, (unsigned long long)m->off[at]);
+            char why[192];
+            diagnose(r, m, at, why, sizeof why);
+            mts_msg(msg, sizeof msg, rc, "%s: partition %u: corrupt %s stream at offset %llu (partition starts at %llu)%s",
+                    what, at, mts_codec_name(u->codec), (unsigned long long)bad, (unsigned long long)m->off[at], why);
         } else if (rc == MTS_E_CORRUPT) {
             mts_msg(msg, sizeof msg, rc, "%s: corrupt %s stream at offset %llu", what, mts_codec_name(u->codec),
                     (unsigned long long)bad);

@@ -9,8 +9,11 @@
  * block boundary (lz4) or a full buffer (zstd, whose stream state the cursor
  * keeps between units). One unit per cursor is in flight at a time; cursors
  * of later maps decode ahead of the one being handed out (the frontier) while
- * the budget allows, one piece each (the frontier keeps two). The first unit
- * of a cursor verifies its partitions' checksums before anything is decoded.
+ * the budget allows, one piece each (the frontier keeps two). Where the
+ * checksum file is read first (MTS_VERIFY_ALWAYS; MTS_VERIFY_AUTO with a
+ * codec without checks of its own), the first unit of a cursor verifies its
+ * partitions' checksums before anything is decoded; an lz4 block that fails
+ * its check has its partition's checksum looked up for the message.
  * With codec none, pieces point into the mapped file (zero-copy).
  *
  * Budget: a unit's piece is paid before the unit is submitted. When the
@@ -51,7 +54,7 @@ void mts_reader_options_init(mts_reader_options *o)
     o->threads = 2;
     o->max_bytes_in_flight = 64ull << 20;
     o->piece_size = DEFAULT_PIECE;
-    o->verify_checksums = 1;
+    o->verify_checksums = MTS_VERIFY_AUTO;
 }
 /* ---- opening -------------------------------------------------------------------- */
 
@@ -61,6 +64,9 @@ static int validate(const mts_reader_options *o, char *err, size_t len)
         return mts_msg(err, len, MTS_E_ARG, "options: unknown codec %d", (int)o->codec);
     if (!o->engine && (o->threads < 1 || o->threads > MTS_MAX_THREADS))
         return mts_msg(err, len, MTS_E_ARG, "options: threads %u is not in 1..%u", o->threads, MTS_MAX_THREADS);
+    if (o->verify_checksums < MTS_VERIFY_NEVER || o->verify_checksums > MTS_VERIFY_AUTO)
+        return mts_msg(err, len, MTS_E_ARG, "options: verify_checksums %d is not one of MTS_VERIFY_NEVER, "
+                       "MTS_VERIFY_ALWAYS, MTS_VERIFY_AUTO", o->verify_checksums);
     if (o->piece_size < MIN_PIECE)
         return mts_msg(err, len, MTS_E_ARG, "options: piece_size %u is below %u", o->piece_size, MIN_PIECE);
     if (!o->engine && (o->max_bytes_in_flight < MTS_MIN_BYTES_IN_FLIGHT ||
