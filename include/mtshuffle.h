@@ -285,8 +285,9 @@ MTS_API int mts_writer_get_stats(const mts_writer *w, mts_writer_stats *stats);
  * Every offset and length is checked against the file sizes when the outputs
  * are opened; a checksum mismatch, a corrupt lz4 block or zstd frame ends the
  * current read with MTS_E_CORRUPT and a message naming file, partition and
- * offset (MTS_VERIFY_* says when the checksum file is read). Unlike a writer, a reader is not poisoned by an error: the next
- * mts_reader_start() begins a fresh read. */
+ * offset (MTS_VERIFY_* says when the checksum file is read). Unlike a
+ * writer, a reader is not poisoned by an error: the next mts_reader_start()
+ * begins a fresh read. */
 typedef struct mts_reader mts_reader;
 
 /* Detect the codec per segment from its first bytes: a convenience for tools.
