@@ -111,6 +111,21 @@ grep -q '"adopted":2' "$work/out" && ok || bad "rerun adopted both outputs"
 printf '\xff' | dd of="$work/b/shuffle_0_1_0.data" bs=1 seek=1000 conv=notrunc status=none
 expect_rc 1 "inspect a flipped byte" -- "$mts" inspect "$work/b/shuffle_0_1_0.index" --summary
 grep -q "MISMATCH" "$work/out" && grep -q "1 of 200 wrong" "$work/out" && ok || bad "mismatch reported"
+# read: the lz4 block check finds it, the checksum file says the stored bytes
+# changed (default); --verify-always finds it by the checksum file first;
+# --no-verify by the block check alone.
+expect_rc 1 "read a flipped byte" -- "$mts" read "$work/b" --partition 0 --end 200
+grep -q "shuffle_0_1_0.data: partition 0: corrupt lz4 stream at offset 0 .*ADLER32 checksum is [0-9]*, stored [0-9]*: the stored bytes changed after they were written" "$work/err" \
+  && ok || bad "read's diagnosis: $(cat "$work/err")"
+expect_rc 1 "read --verify-always a flipped byte" -- "$mts" read "$work/b" --partition 0 --end 200 --verify-always
+grep -q "shuffle_0_1_0.data: partition 0 at offset 0 ([0-9]* bytes): ADLER32 checksum [0-9]*, stored [0-9]*" "$work/err" \
+  && ok || bad "read --verify-always: $(cat "$work/err")"
+expect_rc 1 "read --no-verify a flipped byte" -- "$mts" read "$work/b" --partition 0 --end 200 --no-verify
+grep -q "partition 0: corrupt lz4 stream at offset 0 (partition starts at 0): corrupt data" "$work/err" \
+  && ok || bad "read --no-verify: $(cat "$work/err")"
+expect_rc 1 "verify a flipped byte" -- "$mts" verify "$work/b"
+grep -q "FAIL .*shuffle_0_1_0.data: partition 0 at offset 0 ([0-9]* bytes): ADLER32 checksum" "$work/out" \
+  && ok || bad "verify checks the checksum file first: $(cat "$work/out")"
 truncate -s 100 "$work/b/shuffle_0_0_0.index"
 expect_rc 1 "inspect a truncated index" -- "$mts" inspect "$work/b/shuffle_0_0_0.data"
 expect_rc 2 "inspect a foreign name" -- "$mts" inspect /etc/passwd
