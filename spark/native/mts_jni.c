@@ -329,7 +329,7 @@ JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeBlockReader_open(JNIEnv *env, j
     o.engine = (mts_engine *)(intptr_t)engine;
     o.codec = (mts_codec)codec;
     o.piece_size = (uint32_t)piece_size;
-    o.verify_checksums = 0; /* a block carries no checksum file; codec checks still apply */
+    o.verify_checksums = MTS_VERIFY_NEVER; /* a block carries no checksum file; codec checks still apply */
     mts_reader *r = NULL;
     char err[1024];
     int rc = mts_reader_open_blocks(&o, &r, err, sizeof err);
