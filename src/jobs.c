@@ -111,13 +111,22 @@ static unsigned char *worker_buffer(eng_worker *wk, unsigned k, uint64_t len)
     return (unsigned char *)(cap + 2);
 }
 
-/* Compresses segment s into dst: bytes in place; an arena chain's pages in
- * place when the codec takes pieces at the page size, else joined first
- * (*joined set: the worker's gather buffer, which the next segment reuses). */
-static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker *wk, void *cctx, void *dst,
-                        size_t cap, size_t *clen, int *joined_used)
+/* The bytes a worker buffer holds (0 before its first use). */
+static size_t worker_buffer_cap(eng_worker *wk, unsigned k)
 {
-    *joined_used = 0;
+    const size_t *cap = eng_worker_slot(wk, k)->p;
+    return cap ? *cap : 0;
+}
+
+/* Compresses segment s into dst: bytes in place; an arena chain's pages in
+ * place when the codec takes pieces at the page size, else joined first, at
+ * *gathered in the worker's gather buffer: the joined bytes of a job's
+ * segments stay there, one after another, until the checks deferred on them
+ * are computed (flushed here when the buffer is full), so that small
+ * segments' blocks are checked four at a time as the others are. */
+static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker *wk, void *cctx, void *dst,
+                        size_t cap, size_t *clen, codec_defer *defer, size_t *gathered)
+{
     const codec_vtable *cv = w->codec;
     if (!in->next || s->len <= in->page) {
         const unsigned char *src = in->next ? in->base + s->off * in->page : in->base + s->off;
@@ -133,9 +142,14 @@ static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker
         }
         return cv->compress_v(&w->cp, cctx, v, (unsigned)npieces, dst, cap, clen);
     }
+    if (*gathered + s->len > worker_buffer_cap(wk, SLOT_GATHER)) { /* the buffer may move: nothing may point into it */
+        codec_defer_flush(defer);
+        *gathered = 0;
+    }
     unsigned char *joined = worker_buffer(wk, SLOT_GATHER, s->len);
     if (!joined) return MTS_E_NOMEM;
-    *joined_used = 1;
+    joined += *gathered;
+    *gathered += s->len;
     for (uint64_t done = 0; done < s->len; done += in->page) {
         memcpy(joined + done, in->base + page * in->page, (size_t)MTS_MIN(in->page, s->len - done));
         if (done + in->page < s->len) page = in->next[page];
@@ -164,6 +178,7 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
     if (!out && !writer_failed(w))
         writer_fail(w, MTS_E_NOMEM, "allocate %zu bytes to compress a job of %u partitions", total, j->nsegs);
     codec_defer defer = {0};
+    size_t gathered = 0; /* bytes of the gather buffer whose checks may still be deferred */
     if (out && cv->defer) cv->defer(cctx, &defer);
     size_t at[MAX_SEGS_PER_JOB], len[MAX_SEGS_PER_JOB], o = 0;
     for (uint32_t i = 0; i < j->nsegs; i++) {
@@ -171,8 +186,7 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
         size_t bound = cv->bound(&w->cp, s->len);
         len[i] = SIZE_MAX; /* not compressed */
         if (writer_failed(w)) continue;
-        int joined = 0;
-        rc = seg_compress(w, j->in, s, wk, cctx, out + o, bound, &len[i], &joined);
+        rc = seg_compress(w, j->in, s, wk, cctx, out + o, bound, &len[i], &defer, &gathered);
         if (rc < 0) {
             len[i] = SIZE_MAX;
             defer.n = 0; /* the writer has failed: no chunk is made of what they point at */
@@ -180,7 +194,6 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
                         mts_codec_name(w->o.codec));
             continue;
         }
-        if (joined) codec_defer_flush(&defer); /* before the next segment overwrites its bytes */
         at[i] = o;
         o += len[i];
     }
