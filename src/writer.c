@@ -296,6 +296,24 @@ int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len)
     return 0;
 }
 
+/* Whether a task's first batch, given asynchronously, goes to the run store
+ * instead of streaming into the data file. Streamed, it is written as its
+ * jobs drain; but if a second batch follows, the partition id goes down and
+ * the data file becomes the run file: that waits for every job of the first
+ * batch to drain before the second can be queued, and the first batch's
+ * output is written again when the partitions are assembled. Held, nothing
+ * waits and every byte is written once, at the assembly, which overlaps the
+ * compression of the last batch; a task of one batch pays for that only an
+ * assembly at its end instead of writes as it goes. So a first batch that is
+ * small against the budget (a quarter: its output, held until the
+ * assembly, then cannot crowd the budget) is held, as tasks that give their
+ * input in small batches give more than one; a large one streams. The
+ * baseline strategy keeps its own way (partition files). */
+static int hold_first(const mts_writer *w, uint64_t bytes, mts_batch_done done)
+{
+    return done && w->cur_part < 0 && w->held_dest == &w->runs.d && bytes <= eng_cap(w->engine) / 4;
+}
+
 /* add_batch and add_batch_async: done is NULL for the first, which returns
  * once no job reads the batch, and never for the second. */
 static int add_batch(mts_writer *w, const char *op, const void *data, const uint64_t *offsets, mts_batch_done done,
@@ -327,7 +345,7 @@ static int add_batch(mts_writer *w, const char *op, const void *data, const uint
     }
     if (w->cur_part < 0 || first < w->cur_part) stat_add(&w->st.runs, 1);
     int rc = 0;
-    if (w->mode == MODE_STREAM && first < w->cur_part) rc = enter_held(w);
+    if (w->mode == MODE_STREAM && (first < w->cur_part || hold_first(w, total, done))) rc = enter_held(w);
     destination *dest = w->mode == MODE_STREAM ? &w->out.d : w->held_dest;
     if (!rc) rc = intake_batch(w, data, offsets, dest, done, ctx);
     w->cur_part = last;
