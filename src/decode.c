@@ -122,13 +122,19 @@ static int verify_first(const mts_reader *r, mts_codec codec)
            (r->o.verify_checksums == MTS_VERIFY_AUTO && !codec_get(codec)->checks_units);
 }
 
+/* Partition p's stored bytes' checksum, as the checksum file has it. */
+static uint32_t partition_sum(const map_output *m, uint32_t p)
+{
+    return checksum_update(m->algo, checksum_init(m->algo), m->base + m->off[p], m->off[p + 1] - m->off[p]);
+}
+
 /* Checks the stored checksums of partitions [start, end) of map m. */
 static int verify_segment(const map_output *m, uint32_t start, uint32_t end, char *msg, size_t len)
 {
     if (!m->sums) return 0;
     for (uint32_t p = start; p < end; p++) {
         uint64_t a = m->off[p], n = m->off[p + 1] - a;
-        uint32_t got = checksum_update(m->algo, checksum_init(m->algo), m->base + a, n);
+        uint32_t got = partition_sum(m, p);
         if (got != (uint32_t)m->sums[p])
             return mts_msg(msg, len, MTS_E_CORRUPT, "%s: partition %u at offset %llu (%llu bytes): %s checksum %u, stored %llu",
                            m->data_path, p, (unsigned long long)a, (unsigned long long)n,
@@ -152,8 +158,7 @@ static void diagnose(const mts_reader *r, const map_output *m, uint32_t p, char 
 {
     buf[0] = 0;
     if (r->o.verify_checksums == MTS_VERIFY_NEVER || !m->sums) return;
-    uint64_t a = m->off[p], n = m->off[p + 1] - a;
-    uint32_t got = checksum_update(m->algo, checksum_init(m->algo), m->base + a, n);
+    uint32_t got = partition_sum(m, p);
     if (got != (uint32_t)m->sums[p])
         snprintf(buf, len, "; its %s checksum is %u, stored %llu: the stored bytes changed after they were written",
                  mts_checksum_name(m->algo), got, (unsigned long long)m->sums[p]);
