@@ -172,15 +172,13 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
     (void)wk;
     mts_reader *r = ctx;
     unit *u = (unit *)ej;
-    pthread_mutex_lock(&r->mu);
-    int live = r->gen == u->gen;
-    cursor seg = {0}; /* what the unit reads (const while it is BUSY), without its pieces and message */
-    if (live) {
-        const cursor *c = &r->cur[u->idx];
-        seg = (cursor){.map = c->map, .range = c->range, .start = c->start, .end = c->end, .base = c->base,
-                      .a = c->a, .b = c->b};
-    }
-    pthread_mutex_unlock(&r->mu);
+    /* Counted as reading before the look at gen, which a read's end bumps
+     * before it waits for the count to fall to 0: either the end sees this
+     * unit and waits for it, or the unit sees the new gen and reads nothing. */
+    __atomic_add_fetch(&r->reading, 1, __ATOMIC_SEQ_CST);
+    int live = __atomic_load_n(&r->gen, __ATOMIC_SEQ_CST) == u->gen;
+    cursor seg = {.map = u->map, .range = u->range, .start = u->start, .end = u->end, .base = u->data, .a = u->a,
+                  .b = u->b}; /* without its pieces and message */
     const map_output *m = r->blocks || !live ? NULL : &r->maps[seg.map];
     char name[64];
     const char *what = live ? cursor_name(r, &seg, name, sizeof name) : "";
@@ -230,6 +228,7 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
     __atomic_add_fetch(&r->decode_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);
 
     pthread_mutex_lock(&r->mu);
+    __atomic_sub_fetch(&r->reading, 1, __ATOMIC_SEQ_CST);
     if (r->gen == u->gen) {
         cursor *c = &r->cur[u->idx];
         if (p && p->len && rc == 0) {
@@ -254,8 +253,8 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
             snprintf(c->msg, sizeof c->msg, "%s", msg);
         }
         r->inflight--;
-        pthread_cond_broadcast(&r->cv);
     }
+    pthread_cond_broadcast(&r->cv); /* the caller may wait for this piece, or for the unit to stop reading */
     pthread_mutex_unlock(&r->mu);
     if (published) u->charge = 0; /* the piece carries it now */
     else mts_free(p);               /* its charge goes back in unit_drain */
@@ -326,7 +325,8 @@ static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge, piece *buf)
         else eng_release(&r->client, charge);
         return MTS_E_NOMEM;
     }
-    *u = (unit){.idx = j, .gen = r->gen, .codec = c->codec, .pos = c->pos, .dstate = c->dstate,
+    *u = (unit){.idx = j, .gen = r->gen, .map = c->map, .range = c->range, .start = c->start, .end = c->end,
+                .data = c->base, .a = c->a, .b = c->b, .codec = c->codec, .pos = c->pos, .dstate = c->dstate,
                 .verified = c->verified, .charge = charge, .buf = buf};
     c->dstate = NULL;
     c->state = CUR_BUSY;

@@ -201,7 +201,10 @@ uint64_t mts_reader_segment_length(const mts_reader *r, uint32_t map, uint32_t s
  * and give their work back themselves. */
 static void end_read_locked(mts_reader *r)
 {
-    r->gen++;
+    __atomic_store_n(&r->gen, r->gen + 1, __ATOMIC_SEQ_CST);
+    /* Units already reading finish before the caller hears the read ended:
+     * it may then free the blocks it handed over. */
+    while (__atomic_load_n(&r->reading, __ATOMIC_SEQ_CST)) pthread_cond_wait(&r->cv, &r->mu);
     r->active = 0;
     r->inflight = 0;
     if (r->current) piece_free(r, r->current);

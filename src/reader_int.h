@@ -49,6 +49,11 @@ typedef struct unit {
     eng_job base;
     uint32_t idx;       /* its cursor */
     uint64_t gen;
+    /* Its cursor's segment, as submitted (a cursor's are const while it is
+     * BUSY): the unit needs no lock to read them. */
+    uint32_t map, range, start, end;
+    const unsigned char *data;
+    uint64_t a, b;
     mts_codec codec;
     uint64_t pos;
     void *dstate;
@@ -70,7 +75,11 @@ struct mts_reader {
     pthread_mutex_t mu;
     pthread_cond_t cv;     /* a unit finished */
     /* All below guarded by mu. */
-    uint64_t gen;          /* bumped by every start: units of older reads drop their work */
+    uint64_t gen;          /* bumped by every start: units of older reads drop their work;
+                              written under mu, read by units without it (atomic) */
+    uint32_t reading;      /* units that may be reading their segment's bytes (atomic; a
+                              read's end waits for it to be 0 before the caller may free
+                              its blocks) */
     int active;
     uint32_t frontier, inflight;
     cursor *cur;           /* per range queued, one per map: range k's map j at k * nmaps + j */

@@ -3,6 +3,7 @@
  * checksum file), flips in compressed streams with checksums off (caught by
  * lz4-java's per-block XXH32 and zstd's frame checks), truncation at random
  * offsets, and swapped or altered index entries. */
+#include <sys/mman.h>
 #include <time.h>
 
 #include "testutil.h"
@@ -83,6 +84,64 @@ static void flip(uint64_t off, unsigned char mask)
     b ^= mask;
     CHECK(pwrite(fd, &b, 1, (off_t)off) == 1);
     close(fd);
+}
+
+/* A block reader that fails on a damaged block: by the time next() reports
+ * it, no unit reads the blocks handed over after it any more (the caller may
+ * free them then). The later blocks' units decode large pieces, for a few
+ * milliseconds, and the caller gives the workers time to fail the first
+ * block and begin those before it asks: they are still decoding when the
+ * failure is reported. The blocks are made unreadable the moment next()
+ * returns; a unit still reading one would crash the test. */
+static int blocks_after_failure(uint64_t *s)
+{
+    enum { LATER = 3, ROUNDS = 25 };
+    const size_t raw_len = 24u << 20;
+    unsigned char *raw = malloc(raw_len);
+    CHECK(raw != NULL);
+    for (size_t k = 0; k < raw_len; k++) raw[k] = (unsigned char)(k / 11 + rng_below(s, 4));
+    mts_cctx *c;
+    CHECK_RC(mts_cctx_create(MTS_CODEC_LZ4, 1, 32768, &c));
+    size_t cap = mts_cctx_bound(c, raw_len), big_len, bad_len;
+    unsigned char *big = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char bad[4096];
+    CHECK(big != MAP_FAILED);
+    CHECK_RC(mts_cctx_compress(c, raw, raw_len, big, cap, &big_len));
+    CHECK_RC(mts_cctx_compress(c, raw, 2000, bad, sizeof bad, &bad_len));
+    mts_cctx_free(c);
+    free(raw);
+    bad[21 + rng_below(s, bad_len - 21 - 21)] ^= 0x40; /* in the first block's payload */
+    size_t third = big_len / LATER;
+    mts_reader_options ro;
+    mts_reader_options_init(&ro);
+    ro.threads = 2;
+    ro.piece_size = 8u << 20; /* a later block's unit decodes for a few milliseconds */
+    char err[600];
+    mts_reader *r;
+    CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
+    int failed = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        CHECK(mprotect(big, cap, PROT_READ | PROT_WRITE) == 0);
+        CHECK_RC(mts_reader_add_block(r, bad, bad_len, 0));
+        /* The later blocks are each a whole lz4 stream's worth of blocks: cut at
+         * block boundaries, they would not decode on their own, but they fail
+         * only once reached, which the damaged first block prevents. */
+        for (uint32_t k = 0; k < LATER; k++) CHECK_RC(mts_reader_add_block(r, big + k * third, third, k + 1));
+        /* Time for the workers to fail the first block and begin the later ones. */
+        nanosleep(&(struct timespec){0, 500 * 1000}, NULL);
+        mts_read_piece pc;
+        int rc;
+        while ((rc = mts_reader_next(r, &pc)) == 1) CHECK(pc.range == 0);
+        CHECK(mprotect(big, cap, PROT_NONE) == 0); /* as if the caller freed them */
+        if (rc != MTS_E_CORRUPT || !strstr(mts_reader_error(r), "block 0")) {
+            fprintf(stderr, "damaged block: rc %d, %s\n", rc, mts_reader_error(r));
+            CHECK(0);
+        }
+        failed++;
+    }
+    mts_reader_free(r);
+    munmap(big, cap);
+    return failed;
 }
 
 int main(void)
@@ -223,8 +282,9 @@ int main(void)
         rm_rf(dir);
         mkdir(dir, 0755);
     }
-    printf("test_corrupt: %d corruptions, all detected; %d more flips (lz4, default mode) read the clean bytes\n",
-           detected, unseen);
+    int block_rounds = blocks_after_failure(&s);
+    printf("test_corrupt: %d corruptions, all detected; %d more flips (lz4, default mode) read the clean bytes; "
+           "%d damaged blocks ended their reads with no unit left reading\n", detected, unseen, block_rounds);
     rm_rf(dir);
     TEST_DONE("test_corrupt");
 }
