@@ -4,6 +4,7 @@
  * first come first served, wakes waiters on abort, and reclaims from the
  * largest holder when nothing is in flight. */
 #include <pthread.h>
+#include <sched.h>
 
 #include "engine.h"
 #include "internal.h"
@@ -293,6 +294,61 @@ static void test_urgent(void)
     CHECK(!ja[1].ran_on_caller && !jb[0].ran_on_caller);
     eng_client_destroy(&a);
     eng_client_destroy(&b);
+    mts_engine_free(e);
+}
+
+typedef struct pjob {
+    eng_job base;
+    int policy, on_worker, drained;
+} pjob;
+
+static void prun(void *ctx, eng_job *j, eng_worker *w)
+{
+    (void)ctx;
+    pjob *p = (pjob *)j;
+    p->policy = sched_getscheduler(0);
+    p->on_worker = w->index < eng_threads(w->e);
+}
+
+static void pdrain(void *ctx, eng_job *j)
+{
+    (void)ctx;
+    __atomic_store_n(&((pjob *)j)->drained, 1, __ATOMIC_RELEASE);
+}
+
+static const eng_client_ops pops = {prun, pdrain, NULL};
+
+static void *try_batch(void *arg)
+{
+    struct sched_param sp = {0};
+    *(int *)arg = pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+    return NULL;
+}
+
+/* Workers run under SCHED_BATCH (unless MTS_DISABLE_SCHED_BATCH is set, or
+ * the system refuses it to a thread of this process, as a scratch thread
+ * finds out); a caller that runs its own job keeps its policy. */
+static void test_worker_policy(void)
+{
+    const char *off = getenv("MTS_DISABLE_SCHED_BATCH");
+    int before = sched_getscheduler(0), refused = 0;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, try_batch, &refused) == 0 && pthread_join(t, NULL) == 0);
+    int want = (off && *off && strcmp(off, "0") != 0) || refused ? before : SCHED_BATCH;
+    if (refused) printf("test_engine: SCHED_BATCH refused here (%s): workers keep the inherited policy\n", strerror(refused));
+    mts_engine *e;
+    CHECK_RC(mts_engine_create(2, 1 << 20, &e, NULL, 0));
+    eng_client c;
+    CHECK_RC(eng_client_init(&c, e, &pops, NULL));
+    pjob w = {.policy = -1}, here = {.policy = -1};
+    eng_submit(&c, &w.base);
+    while (!__atomic_load_n(&w.drained, __ATOMIC_ACQUIRE)) usleep(100); /* not eng_wait_idle: a worker runs it */
+    CHECK(w.on_worker && w.policy == want);
+    eng_submit_quiet(&c, &here.base);
+    if (eng_run_queued(&c, &here.base)) CHECK(!here.on_worker && here.policy == before);
+    eng_wait_idle(&c);
+    CHECK(sched_getscheduler(0) == before);
+    eng_client_destroy(&c);
     mts_engine_free(e);
 }
 
@@ -586,6 +642,7 @@ int main(void)
     test_init_seed("test_engine");
     test_order();
     test_urgent();
+    test_worker_policy();
     test_reader_runs_own();
     test_reader_decodes_ahead();
     test_reader_spares();
