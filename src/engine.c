@@ -1,7 +1,6 @@
 #include <assert.h>
 #include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
@@ -115,8 +114,7 @@ static void free_slots(eng_worker *w)
 static void worker_sched(void)
 {
 #ifdef SCHED_BATCH
-    const char *off = getenv("MTS_DISABLE_SCHED_BATCH");
-    if (off && *off && strcmp(off, "0") != 0) return;
+    if (mts_env_flag("MTS_DISABLE_SCHED_BATCH")) return;
     struct sched_param sp = {0};
     (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp); /* advisory: a refusal changes nothing */
 #endif

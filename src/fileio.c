@@ -153,8 +153,7 @@ static int use_fallback(void)
 {
     int f = __atomic_load_n(&force_fallback, __ATOMIC_RELAXED);
     if (f < 0) {
-        const char *e = getenv("MTS_DISABLE_COPY_FILE_RANGE");
-        f = e && *e && strcmp(e, "0") != 0;
+        f = mts_env_flag("MTS_DISABLE_COPY_FILE_RANGE");
         __atomic_store_n(&force_fallback, f, __ATOMIC_RELAXED);
     }
     return f;

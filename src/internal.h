@@ -42,6 +42,10 @@ static inline uint64_t mts_now_ns(void)
 int mts_msg(char *buf, size_t len, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 int mts_vmsg(char *buf, size_t len, int code, const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
+/* Whether the environment sets switch `name` (MTS_DISABLE_...): set, not
+ * empty and not "0". */
+int mts_env_flag(const char *name);
+
 #define MTS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MTS_MAX(a, b) ((a) > (b) ? (a) : (b))
 

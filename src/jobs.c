@@ -146,7 +146,7 @@ static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker
         codec_defer_flush(defer);
         *gathered = 0;
     }
-    unsigned char *joined = worker_buffer(wk, SLOT_GATHER, s->len);
+    unsigned char *joined = worker_buffer(wk, SLOT_GATHER, *gathered + s->len);
     if (!joined) return MTS_E_NOMEM;
     joined += *gathered;
     *gathered += s->len;

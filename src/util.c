@@ -20,6 +20,12 @@ void *mts_calloc(size_t count, size_t size)
     return p;
 }
 
+int mts_env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 int mts_vmsg(char *buf, size_t len, int code, const char *fmt, va_list ap)
 {
     if (!buf || !len) return code;
