@@ -389,6 +389,12 @@ public class NativeWriterTest {
         blockReader(dir);
         String from = NativeLibrary.loadedFrom();
         if (args.length > 1) check(from.startsWith(args[1]), "native library from " + from + ", expected " + args[1]);
+        if (from.startsWith("jar:")) { /* extracted: gone already, so that a killed JVM leaves nothing */
+            int at = from.indexOf("extracted to ");
+            check(at > 0, "the extraction directory is named: " + from);
+            String tmp = from.substring(at + 13).split("[,)]")[0];
+            check(!Files.exists(Paths.get(tmp)), "the extraction directory " + tmp + " is removed once loaded");
+        }
         System.out.println("native library: " + from);
         System.out.println("NativeWriterTest: " + checks + " checks passed");
     }

@@ -431,6 +431,13 @@ def log_lines(work, app, text):
     return out
 
 
+def extracted_dirs():
+    """The native library's extraction directories in the JVMs' temporary directory (java.io.tmpdir
+    is /tmp on Linux unless set) and Python's."""
+    import glob, tempfile
+    return set(glob.glob("/tmp/mtshuffle-native-*")) | set(glob.glob(os.path.join(tempfile.gettempdir(), "mtshuffle-native-*")))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--jar", required=True)
@@ -442,6 +449,7 @@ def main():
     ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed", "early_stop", "block_access"),
                     help="run only that check")
     a = ap.parse_args()
+    extracted_before = extracted_dirs()
     table = make_table(a.work, a.rows)
     base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": a.reps, "kill": False,
             "work": os.path.abspath(a.work)}
@@ -499,6 +507,11 @@ def main():
     check_corruption(base, MAPPED_ALL, "mapped")
     check_early_stop(base)
     check_speculation(base)
+    left = extracted_dirs() - extracted_before
+    if left:
+        raise SystemExit("e2e: executors left the native library's extraction directories behind: %s" % sorted(left))
+    print("e2e: no extraction directory of the native library left behind%s" % (
+        ", executors killed by SIGKILL included" if a.kill else ""))
     json.dump(out, open(os.path.join(a.work, "e2e.json"), "w"), indent=1)
     for mode in ("spark", "mts"):
         for st in out[mode]["stages"]:

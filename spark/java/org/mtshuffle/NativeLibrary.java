@@ -1,5 +1,6 @@
 package org.mtshuffle;
 
+import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
@@ -13,7 +14,9 @@ import java.util.Locale;
  * <li>the system property {@code mtshuffle.native.library}: a path to the library;</li>
  * <li>the jar: {@code org/mtshuffle/native/<os>-<arch>/}, whose files (the JNI library and the
  *     shared libraries it needs, found through its $ORIGIN run path) are extracted into a fresh
- *     temporary directory, removed when the JVM exits;</li>
+ *     temporary directory and loaded from there; the directory is removed as soon as the load
+ *     returns (the loaded libraries stay mapped), so that a JVM killed later, as executors are,
+ *     leaves nothing behind;</li>
  * <li>{@code java.library.path}: {@code System.loadLibrary("mtshuffle_jni")}.</li>
  * </ol>
  * A failure names every place tried.
@@ -52,16 +55,20 @@ public final class NativeLibrary {
             return;
         }
         String dir = "org/mtshuffle/native/" + platform() + "/";
+        Path tmp = null;
         try {
-            Path p = extract(dir);
+            tmp = Files.createTempDirectory("mtshuffle-native-");
+            Path p = extract(dir, tmp);
             if (p != null) {
                 System.load(p.toString());
-                finish("jar:" + dir + LIBRARY + " (extracted to " + p.getParent() + ")");
+                finish("jar:" + dir + LIBRARY + " (extracted to " + tmp + ", removed after loading)");
                 return;
             }
             tried.append("the jar has no ").append(dir).append(MANIFEST);
         } catch (IOException | UnsatisfiedLinkError e) {
             tried.append("extracting ").append(dir).append(" from the jar: ").append(e.getMessage());
+        } finally {
+            if (tmp != null) remove(tmp);
         }
         try {
             System.loadLibrary("mtshuffle_jni");
@@ -78,16 +85,14 @@ public final class NativeLibrary {
         from = where;
     }
 
-    /** Copies the platform's files out of the jar; null if the jar has none. */
-    private static Path extract(String dir) throws IOException {
+    /** Copies the platform's files out of the jar into tmp; null if the jar has none. */
+    private static Path extract(String dir, Path tmp) throws IOException {
         ClassLoader cl = NativeLibrary.class.getClassLoader();
         String[] names;
         try (InputStream in = cl.getResourceAsStream(dir + MANIFEST)) {
             if (in == null) return null;
             names = new String(in.readAllBytes(), "UTF-8").trim().split("\\s+");
         }
-        Path tmp = Files.createTempDirectory("mtshuffle-native-");
-        tmp.toFile().deleteOnExit();
         Path lib = null;
         for (String name : names) {
             if (name.isEmpty() || name.contains("/")) throw new IOException("bad file name '" + name + "' in " + MANIFEST);
@@ -96,10 +101,22 @@ public final class NativeLibrary {
                 if (in == null) throw new IOException(dir + name + " is listed in " + MANIFEST + " but missing");
                 Files.copy(in, out, StandardCopyOption.REPLACE_EXISTING);
             }
-            out.toFile().deleteOnExit(); /* deleted before the directory: registered after it */
             if (name.equals(LIBRARY)) lib = out;
         }
         if (lib == null) throw new IOException(dir + MANIFEST + " does not list " + LIBRARY);
         return lib;
+    }
+
+    /** Removes the extraction directory and its files. What cannot be removed now (not expected on
+     *  Linux, where a loaded library may be unlinked) is left to the JVM's exit: the directory
+     *  registered first, so that its files, deleted in the reverse order, go before it. */
+    private static void remove(Path tmp) {
+        File[] files = tmp.toFile().listFiles();
+        if (files == null) files = new File[0];
+        boolean all = true;
+        for (File f : files) all &= f.delete();
+        if (all && tmp.toFile().delete()) return;
+        tmp.toFile().deleteOnExit();
+        for (File f : files) f.deleteOnExit();
     }
 }
