@@ -79,6 +79,10 @@ typedef struct codec_vtable {
      * block; 0 if unknown, i.e. any room will do). */
     size_t (*step_need)(const unsigned char *src, uint64_t n, uint64_t pos);
     void (*step_free)(void *state);
+    /* Optional: makes the state of a completely decoded segment that of a
+     * segment's start again, keeping what it allocated; 0, or an error (then
+     * free it). */
+    int (*step_reuse)(void *state);
 } codec_vtable;
 
 const codec_vtable *codec_get(mts_codec id);

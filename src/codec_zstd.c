@@ -116,6 +116,17 @@ corrupt:
     return MTS_E_CORRUPT;
 }
 
+/* A DCtx keeps its window buffer across a session reset: a reader's next
+ * segment does not fault in a fresh one. */
+static int zstd_step_reuse(void *state)
+{
+    zstd_step_state *s = state;
+    if (ZSTD_isError(ZSTD_DCtx_reset(s->d, ZSTD_reset_session_only))) return MTS_E_CODEC;
+    s->frame_start = 0;
+    s->last = 0;
+    return 0;
+}
+
 static size_t zstd_step_need(const unsigned char *src, uint64_t n, uint64_t pos)
 {
     (void)src; (void)n; (void)pos;
@@ -125,4 +136,4 @@ static size_t zstd_step_need(const unsigned char *src, uint64_t n, uint64_t pos)
 const codec_vtable codec_zstd_vtable = {
     .id = MTS_CODEC_ZSTD, .bound = zstd_bound, .ctx_new = zstd_ctx_new, .ctx_free = zstd_ctx_free,
     .compress = zstd_compress, .decode = zstd_decode, .step = zstd_step, .step_need = zstd_step_need,
-    .step_free = zstd_step_free};
+    .step_free = zstd_step_free, .step_reuse = zstd_step_reuse};

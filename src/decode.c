@@ -50,6 +50,39 @@ void spares_free(mts_reader *r)
     }
 }
 
+/* A finished segment's decoder state: pooled for a later segment's start if
+ * its codec can reuse it and there is room, else freed. */
+static void dstate_put(mts_reader *r, mts_codec codec, void *st)
+{
+    const codec_vtable *cv = codec_get(codec);
+    if (r->ndpool < DSTATE_POOL && cv->step_reuse && cv->step_reuse(st) == 0) {
+        r->dpool[r->ndpool].state = st;
+        r->dpool[r->ndpool++].codec = codec;
+        return;
+    }
+    cv->step_free(st);
+}
+
+/* A pooled state for a segment's start in codec, taken; NULL if none. */
+static void *dstate_take(mts_reader *r, mts_codec codec)
+{
+    for (uint32_t i = r->ndpool; i-- > 0;)
+        if (r->dpool[i].codec == codec) {
+            void *st = r->dpool[i].state;
+            r->dpool[i] = r->dpool[--r->ndpool];
+            return st;
+        }
+    return NULL;
+}
+
+void dstates_free(mts_reader *r)
+{
+    while (r->ndpool) {
+        r->ndpool--;
+        codec_get(r->dpool[r->ndpool].codec)->step_free(r->dpool[r->ndpool].state);
+    }
+}
+
 /* A spare piece of at least `charge` bytes, taken; NULL if none. */
 static piece *spare_take(mts_reader *r, uint64_t charge)
 {
@@ -243,7 +276,8 @@ static void unit_run(void *ctx, eng_job *ej, eng_worker *wk)
             }
         }
         c->pos = u->pos;
-        c->dstate = u->dstate;
+        if (done && u->dstate) dstate_put(r, u->codec, u->dstate); /* a later segment starts with it */
+        else c->dstate = u->dstate;
         c->verified = u->verified;
         u->dstate = NULL;
         c->state = rc < 0 ? CUR_FAILED : done ? CUR_DONE : CUR_IDLE;
@@ -326,7 +360,8 @@ static int submit_unit(mts_reader *r, uint32_t j, uint64_t charge, piece *buf)
         return MTS_E_NOMEM;
     }
     *u = (unit){.idx = j, .gen = r->gen, .map = c->map, .range = c->range, .start = c->start, .end = c->end,
-                .data = c->base, .a = c->a, .b = c->b, .codec = c->codec, .pos = c->pos, .dstate = c->dstate,
+                .data = c->base, .a = c->a, .b = c->b, .codec = c->codec, .pos = c->pos,
+                .dstate = c->dstate ? c->dstate : dstate_take(r, c->codec),
                 .verified = c->verified, .charge = charge, .buf = buf};
     c->dstate = NULL;
     c->state = CUR_BUSY;

@@ -437,6 +437,7 @@ void mts_reader_free(mts_reader *r)
     spares_free(r);
     pthread_mutex_unlock(&r->mu);
     if (r->client_up) eng_client_destroy(&r->client); /* waits for the units in flight */
+    dstates_free(r);
     for (uint32_t j = 0; j < r->nmaps; j++) map_output_close(&r->maps[j]);
     mts_free(r->maps);
     mts_free(r->cur);

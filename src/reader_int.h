@@ -14,6 +14,11 @@
 #include "mtshuffle.h"
 
 #define DEFAULT_PIECE (1u << 20)
+/* Decoder states kept for later segments: one a unit in flight can take
+ * without allocating (zstd's DCtx and its window: what a segment would
+ * otherwise allocate and fault in afresh). Outside the budget, as the
+ * states of the units in flight are. */
+#define DSTATE_POOL 8u
 #define MIN_PIECE 4096u
 
 typedef struct piece {
@@ -88,6 +93,9 @@ struct mts_reader {
     piece *spare;          /* pieces the caller is done with, kept with their charge to pay
                               for the next units (decode.c: SPARE_MAX) */
     uint32_t nspare;
+    struct { void *state; mts_codec codec; } dpool[DSTATE_POOL]; /* decoder states of finished
+                              segments, ready for a segment's start (decode.c) */
+    uint32_t ndpool;
     uint64_t ahead;        /* charges of the pieces queued on cursors past the frontier: what
                               reclaim frees (their cursors start again later); the engine
                               knows it as this client's reclaimable bytes */
@@ -105,6 +113,8 @@ void piece_free(mts_reader *r, piece *p);
  * room, else freed. */
 void piece_recycle(mts_reader *r, piece *p);
 void spares_free(mts_reader *r);
+/* Frees the pooled decoder states (no unit may run). */
+void dstates_free(mts_reader *r);
 void cursor_reset(mts_reader *r, cursor *c);
 /* Cursor c became the frontier: its pieces are not ahead any more. */
 void ahead_leave(mts_reader *r, const cursor *c);
