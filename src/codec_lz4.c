@@ -40,8 +40,8 @@ static size_t lz4_bound(const codec_params *p, size_t n)
 /* The context: an LZ4_stream_t, and where the block checks go while they
  * are deferred. Blocks of at least EXTSTATE_MIN bytes go through
  * LZ4_compress_fast_extState(), which clears the state's 16 KiB and, for
- * blocks under 64 KiB, hashes 16-bit positions: the call lz4-java's own
- * compressor makes, and the same bytes. Smaller blocks (the last of a
+ * blocks under 64 KiB, hashes 16-bit positions: the call lz4-java's JNI
+ * compressor makes (through LZ4_compress_default). Smaller blocks (the last of a
  * stream, small partitions) start from LZ4_resetStream_fast(), constant
  * time, and LZ4_compress_fast_continue(), since clearing 16 KiB would cost
  * more than their bytes. bench/lz4_calls_bench.c on this project's rows, ns
