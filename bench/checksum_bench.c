@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_timing.h"
 #include "checksum.h"
 #include "xxh32.h"
 
@@ -39,19 +40,6 @@ static uint32_t block_checks(const unsigned char *buf, size_t n)
         for (unsigned j = 0; j < k; j++) x ^= out[j];
     }
     return x;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv)
@@ -83,7 +71,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < reps; r++)
         for (int k = 0; k < ncase; k++) {
             int c = (k + r) % ncase, a = c / nimpl, impl = c % nimpl;
-            double t0 = now();
+            double t0 = bench_now();
             uint32_t sum = 0;
             if (c >= nsum) { /* the block checks: one at a time, then four at once */
                 mts__xxh32_allow_simd(c == nsum + 1);
@@ -94,18 +82,18 @@ int main(int argc, char **argv)
                     sum ^= checksum_update_with(algos[a], impl, checksum_init(algos[a]), buf + o,
                                                 n - o < chunk ? n - o : chunk);
             }
-            sec[c][r] = now() - t0;
+            sec[c][r] = bench_now() - t0;
             sink ^= sum;
         }
     printf("checksums over %zu MiB in %zu-byte pieces, median of %d interleaved repetitions\n", mib, chunk, reps);
     for (int c = 0; c < ncase; c++) {
         int a = c / nimpl, impl = c % nimpl;
-        qsort(sec[c], (size_t)reps, sizeof(double), cmp_double);
+        double med = bench_median(sec[c], (size_t)reps);
         if (c >= nsum)
-            printf("  %-8s %-9s %6.2f GB/s%s\n", "XXH32", c == nsum ? "one" : "four", n / sec[c][reps / 2] / 1e9,
+            printf("  %-8s %-9s %6.2f GB/s%s\n", "XXH32", c == nsum ? "one" : "four", n / med / 1e9,
                    (c == nsum + 1) == xxh32_simd() ? "  (used)" : "");
         else
-            printf("  %-8s %-9s %6.2f GB/s%s\n", mts_checksum_name(algos[a]), impls[impl], n / sec[c][reps / 2] / 1e9,
+            printf("  %-8s %-9s %6.2f GB/s%s\n", mts_checksum_name(algos[a]), impls[impl], n / med / 1e9,
                    checksum_impl(algos[a]) == impl ? "  (used)" : "");
     }
     free(buf);

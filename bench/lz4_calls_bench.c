@@ -21,20 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_timing.h"
 #include "workload.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Compresses src[0, n) as blocks of bs bytes; returns the compressed bytes
  * (a block that does not shrink counts as stored). */
@@ -91,13 +79,11 @@ int main(int argc, char **argv)
         for (unsigned r = 0; r < reps; r++)
             for (int k = 0; k < 2; k++) {
                 int m = (int)((r + (unsigned)k) % 2); /* rotating order */
-                double t0 = now();
+                double t0 = bench_now();
                 out[m] = run(m, st, (const char *)b.grouped, used, bs, dst);
-                t[m][r] = (now() - t0) / (double)used * 1e9;
+                t[m][r] = (bench_now() - t0) / (double)used * 1e9;
             }
-        qsort(t[0], reps, sizeof(double), cmp_double);
-        qsort(t[1], reps, sizeof(double), cmp_double);
-        double a = t[0][reps / 2], e = t[1][reps / 2];
+        double a = bench_median(t[0], reps), e = bench_median(t[1], reps);
         printf("%8d %16.3f %16.3f %9.3f %14zu %14zu\n", bs, a, e, e / a, out[0], out[1]);
     }
     wl_free_batch(&b);

@@ -330,11 +330,11 @@ static void *try_batch(void *arg)
  * finds out); a caller that runs its own job keeps its policy. */
 static void test_worker_policy(void)
 {
-    const char *off = getenv("MTS_DISABLE_SCHED_BATCH");
+    int off = mts_env_flag("MTS_DISABLE_SCHED_BATCH");
     int before = sched_getscheduler(0), refused = 0;
     pthread_t t;
     CHECK(pthread_create(&t, NULL, try_batch, &refused) == 0 && pthread_join(t, NULL) == 0);
-    int want = (off && *off && strcmp(off, "0") != 0) || refused ? before : SCHED_BATCH;
+    int want = off || refused ? before : SCHED_BATCH;
     if (refused) printf("test_engine: SCHED_BATCH refused here (%s): workers keep the inherited policy\n", strerror(refused));
     mts_engine *e;
     CHECK_RC(mts_engine_create(2, 1 << 20, &e, NULL, 0));
