@@ -157,7 +157,10 @@ def analyse(group, label, raw):
     row = {"group": group, "label": label, "config": raw["config"], "bytes_in": raw["bytes_in"],
            "bytes_out": raw["bytes_out"], "contenders": {}}
     for name, v in s.items():
-        row["contenders"][name] = dict(summary(v["seconds"]), seconds=v["seconds"],
+        # cores: the process's CPU time over the wall time of each run (all
+        # threads, user and system), how busy the machine's CPUs were kept.
+        row["contenders"][name] = dict(summary(v["seconds"]), seconds=v["seconds"], cpu=v["cpu"],
+                                       cores_median=statistics.median(c / w for c, w in zip(v["cpu"], v["seconds"])),
                                        rss_max=max(v["rss"]), peak_held_max=max(v["peak_held"]))
     st, bl = s["streaming"]["seconds"], s["baseline"]["seconds"]
     t, p, df = welch(bl, st)
@@ -316,13 +319,13 @@ def main():
     with open(os.path.join(args.out, "suite.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["group", "label", "tasks", "task_mib", "batches", "partitions", "skew", "codec", "threads", "fsync",
-                    "input", "parallel", "budget", "contender", "median_s", "min_s", "max_s", "reps", "rss_max", "peak_held_max", "bytes_in", "bytes_out"])
+                    "input", "parallel", "budget", "contender", "median_s", "min_s", "max_s", "reps", "cores_median", "rss_max", "peak_held_max", "bytes_in", "bytes_out"])
         for r in rows:
             c = r["config"]
             for n, v in r["contenders"].items():
                 w.writerow([r["group"], r["label"], c["tasks"], c["task_mib"], c["batches"], c["partitions"], c["skew"],
                             c["codec"], c["threads"], c["fsync"], c.get("input", "batch"), c.get("parallel", 1),
-                            c["budget"], n, v["median"], v["min"], v["max"], v["n"],
+                            c["budget"], n, v["median"], v["min"], v["max"], v["n"], "%.3f" % v["cores_median"],
                             v["rss_max"], v["peak_held_max"], r["bytes_in"], r["bytes_out"]])
     print(fmt_table(rows))
     print()

@@ -95,6 +95,15 @@ double cli_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static double rusage_seconds(int who)
+{
+    struct rusage ru;
+    if (getrusage(who, &ru) != 0) return 0;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+double cli_cpu_seconds(void) { return rusage_seconds(RUSAGE_SELF) + rusage_seconds(RUSAGE_CHILDREN); }
+
 int cli_parse_codec(const char *s)
 {
     if (!strcmp(s, "lz4")) return MTS_CODEC_LZ4;

@@ -463,7 +463,8 @@ int cmd_bench(int argc, char **argv)
                    "       P cores run them; default 1: one after another)\n"
                    "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
                    "                     (the default), tiny-engine, tiny-own, tiny-files, read-always]\n"
-                   "One configuration, contenders interleaved; prints JSON samples (seconds per run).\n"
+                   "One configuration, contenders interleaved; prints JSON samples per run: seconds,\n"
+                   "cpu (CPU seconds of every thread and of a peer tool), rss growth and peak budget held.\n"
                    "bench/suite.py runs the whole suite.\n");
             return 0;
         default: return 2;
@@ -497,7 +498,7 @@ int cmd_bench(int argc, char **argv)
     if ((b.use[8] || b.shared_engine) && mts_engine_create(b.o.threads, b.o.max_bytes_in_flight, &b.engine, err, sizeof err) < 0)
         die("engine", err);
 
-    double samples[MAX_CONTENDERS][MAX_REPS];
+    double samples[MAX_CONTENDERS][MAX_REPS], cpu[MAX_CONTENDERS][MAX_REPS];
     uint64_t rss[MAX_CONTENDERS][MAX_REPS], held[MAX_CONTENDERS][MAX_REPS];
     uint64_t bytes_out = 0;
     if (b.reps > 64) b.reps = 64;
@@ -520,7 +521,7 @@ int cmd_bench(int argc, char **argv)
             held[c][rep] = 0;
             cli_reset_peak_rss();
             uint64_t rss0 = cli_current_rss();
-            double t0 = cli_now();
+            double t0 = cli_now(), cpu0 = cli_cpu_seconds();
             switch (c) {
             case 0: run_writer(&b, MTS_STRATEGY_STREAMING, &held[c][rep]); break;
             case 1: run_writer(&b, MTS_STRATEGY_BASELINE, &held[c][rep]); break;
@@ -536,6 +537,7 @@ int cmd_bench(int argc, char **argv)
             case 11: run_read(&b, MTS_VERIFY_ALWAYS); break;
             }
             samples[c][rep] = cli_now() - t0;
+            cpu[c][rep] = cli_cpu_seconds() - cpu0;
             uint64_t peak = cli_peak_rss();
             rss[c][rep] = peak > rss0 ? peak - rss0 : 0;
             if (c == 0 && rep == 0) {
@@ -568,6 +570,8 @@ int cmd_bench(int argc, char **argv)
         if (!b.use[c]) continue;
         printf("%s\"%s\":{\"seconds\":[", sep, all_contenders[c]);
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%.6f", r ? "," : "", samples[c][r]);
+        printf("],\"cpu\":[");
+        for (uint32_t r = 0; r < b.reps; r++) printf("%s%.6f", r ? "," : "", cpu[c][r]);
         printf("],\"rss\":[");
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)rss[c][r]);
         printf("],\"peak_held\":[");

@@ -24,9 +24,10 @@ for r in d["rows"]:
         assert k in r, (r["label"], k)
     for name in ("streaming", "baseline", "compress", "write"):
         c = r["contenders"][name]
-        for k in ("median", "min", "max", "n", "seconds", "rss_max", "peak_held_max"):
+        for k in ("median", "min", "max", "n", "seconds", "cpu", "cores_median", "rss_max", "peak_held_max"):
             assert k in c, (r["label"], name, k)
         assert c["n"] == d["reps"] and len(c["seconds"]) == d["reps"] and c["min"] <= c["median"] <= c["max"]
+        assert len(c["cpu"]) == d["reps"] and 0 < c["cores_median"] <= os.cpu_count() + 0.5, (r["label"], name, c["cpu"])
     q = r["baseline_over_streaming"]
     assert all(k in q for k in ("median", "min", "max", "t", "p", "df")), q
     assert 0 <= q["p"] <= 1, q
@@ -38,7 +39,7 @@ assert "read_over_decode" in first
 for p in ("time_vs_batches.png", "time_vs_partitions.png", "limit_fraction.png"):
     assert p in d["plots"] and os.path.getsize(os.path.join(out, p)) > 1000, p
 rows = list(csv.DictReader(open(os.path.join(out, "suite.csv"))))
-assert len(rows) >= 5 * 4 and {"contender", "median_s", "rss_max", "input", "parallel", "budget"} <= set(rows[0])
+assert len(rows) >= 5 * 4 and {"contender", "median_s", "cores_median", "rss_max", "input", "parallel", "budget"} <= set(rows[0])
 print("bench smoke test: %d configurations, %d CSV rows, plots %s" % (len(d["rows"]), len(rows), d["plots"]))
 PY
 grep -q "baseline/streaming" "$out/table.md"
