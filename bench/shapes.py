@@ -2,8 +2,8 @@
 """The same rows in each input shape, interleaved: one build of mtshuffle,
 `bench --input SHAPE --reps 2` per shape in turn (keeping each run's second,
 warm sample), the order of the shapes rotating from one repetition to the
-next. Prints each shape's median seconds per contender and its pairwise
-ratios to the first shape, and the output bytes of each shape.
+next. Prints each shape's median seconds per contender, its pairwise ratios
+to the first shape, CPU seconds and cores, and the output bytes of each shape.
 
     bench/shapes.py --mtshuffle build/mtshuffle --reps 7 --dir /dev/shm/mtsshapes \\
         --args "--tasks 16 --task-mib 32" --inputs batch,records,unsorted,tagged \\
@@ -30,17 +30,20 @@ def main():
     o = ap.parse_args()
     inputs = o.inputs.split(",")
     variants = ["--input " + i for i in inputs]
-    by_variant, out_by_variant = interleave(o.mtshuffle, o.args, variants, o.reps, o.contenders, o.dir)
+    by_variant, cpu_by_variant, out_by_variant = interleave(o.mtshuffle, o.args, variants, o.reps, o.contenders,
+                                                            o.dir)
     samples = {i: by_variant[v] for i, v in zip(inputs, variants)}
+    cpu = {i: cpu_by_variant[v] for i, v in zip(inputs, variants)}
     out_bytes = {i: out_by_variant[v] for i, v in zip(inputs, variants)}
-    report(samples, inputs, width=10)
+    report(samples, cpu, inputs, width=10)
     ref = inputs[0]
     for shape in inputs:
         if out_bytes.get(shape):
             print(f"{shape:10s} output {out_bytes[shape]} bytes, {out_bytes[shape] / out_bytes[ref]:.4f} of {ref}")
     if o.json:
         with open(o.json, "w") as f:
-            json.dump({"args": o.args, "reps": o.reps, "samples": samples, "bytes_out": out_bytes}, f, indent=1)
+            json.dump({"args": o.args, "reps": o.reps, "samples": samples, "cpu": cpu, "bytes_out": out_bytes}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":
