@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -107,6 +108,12 @@ def main():
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error("no command given")
+    if not shutil.which("perf"):
+        raise SystemExit("perf is not installed (Debian: apt-get install linux-perf)")
+    if os.geteuid() != 0:
+        raise SystemExit("user probes and system-wide recording need root")
+    if not os.path.isfile(a.lib):
+        raise SystemExit(f"no library at {a.lib}")
     del_probes()
     add_probes(os.path.abspath(a.lib))
     try:
