@@ -2,9 +2,11 @@
 """The benchmark suite: every sweep of issue #4, each configuration measured by
 `mtshuffle bench` with its contenders interleaved in one process, then
 medians, min/max, pair-by-pair ratios and Welch t-test p-values, written as a
-table on stdout, suite.json, suite.csv and PNG plots.
+table on stdout, suite.json, suite.csv and PNG plots. Each configuration's
+process first runs every contender once more, not kept (`bench --warmup 1`):
+its first buffers, files and allocator state.
 
-    bench/suite.py [--quick] [--out DIR] [--mtshuffle PATH] [--reps N] [--dir DIR]
+    bench/suite.py [--quick] [--out DIR] [--mtshuffle PATH] [--reps N] [--warmup W] [--dir DIR]
 """
 import argparse
 import csv
@@ -141,8 +143,8 @@ def configs(quick):
     return out
 
 
-def run_config(mts, opts, contenders, reps, workdir):
-    cmd = [mts, "bench", "--reps", str(reps), "--dir", workdir, "--contenders", contenders]
+def run_config(mts, opts, contenders, reps, warmup, workdir):
+    cmd = [mts, "bench", "--reps", str(reps), "--warmup", str(warmup), "--dir", workdir, "--contenders", contenders]
     for k, v in opts.items():
         if v is True:
             cmd.append("--" + k)
@@ -159,7 +161,7 @@ def analyse(group, label, raw):
     for name, v in s.items():
         # cores: the process's CPU time over the wall time of each run (all
         # threads, user and system), how busy the machine's CPUs were kept.
-        row["contenders"][name] = dict(summary(v["seconds"]), seconds=v["seconds"], cpu=v["cpu"],
+        row["contenders"][name] = dict(summary(v["seconds"]), seconds=v["seconds"], cpu=v["cpu"], faults=v["faults"],
                                        cores_median=statistics.median(c / w for c, w in zip(v["cpu"], v["seconds"])),
                                        rss_max=max(v["rss"]), peak_held_max=max(v["peak_held"]))
     st, bl = s["streaming"]["seconds"], s["baseline"]["seconds"]
@@ -292,10 +294,11 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small inputs, 3 reps: a smoke test (< 2 minutes)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--mtshuffle", default=os.path.join(ROOT, "build", "mtshuffle"))
-    ap.add_argument("--reps", type=int, default=None, help="repetitions per configuration (5; quick: 3)")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions per configuration (7; quick: 3)")
+    ap.add_argument("--warmup", type=int, default=1, help="repetitions run first and not kept (1)")
     ap.add_argument("--dir", default=None, help="where outputs are written (default: OUT/work)")
     args = ap.parse_args()
-    reps = args.reps or (3 if args.quick else 5)
+    reps = args.reps or (3 if args.quick else 7)
     os.makedirs(args.out, exist_ok=True)
     work = args.dir or os.path.join(args.out, "work")
     os.makedirs(work, exist_ok=True)
@@ -303,7 +306,7 @@ def main():
     rows = []
     for group, label, opts, contenders in configs(args.quick):
         t0 = time.time()
-        raw = run_config(args.mtshuffle, opts, contenders, reps, work)
+        raw = run_config(args.mtshuffle, opts, contenders, reps, args.warmup, work)
         rows.append(analyse(group, label, raw))
         r = rows[-1]
         print("%-32s streaming %.3f s, baseline %.3f s (%.2fx, p=%.1e)  [%.0f s]" % (
@@ -311,7 +314,7 @@ def main():
             r["baseline_over_streaming"]["median"], r["baseline_over_streaming"]["p"], time.time() - t0),
             file=sys.stderr, flush=True)
     result = {"command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]), "quick": args.quick,
-              "reps": reps, "machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)),
+              "reps": reps, "warmup": args.warmup, "machine": machine(), "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)),
               "seconds": time.time() - started, "rows": rows}
     result["plots"] = plots(rows, args.out)
     with open(os.path.join(args.out, "suite.json"), "w") as f:

@@ -45,6 +45,8 @@ double cli_now(void);
 /* CPU time so far (user + system) of every thread of this process and of
  * the children it has waited for, in seconds. */
 double cli_cpu_seconds(void);
+/* Minor page faults so far, counted as cli_cpu_seconds() counts CPU time. */
+uint64_t cli_minor_faults(void);
 /* Parses "lz4" / "zstd" / "none"; -1 if unknown. */
 int cli_parse_codec(const char *s);
 /* mkdir -p: 0, or -1 with errno set. */

@@ -104,6 +104,13 @@ static double rusage_seconds(int who)
 
 double cli_cpu_seconds(void) { return rusage_seconds(RUSAGE_SELF) + rusage_seconds(RUSAGE_CHILDREN); }
 
+uint64_t cli_minor_faults(void)
+{
+    struct rusage self, children;
+    if (getrusage(RUSAGE_SELF, &self) != 0 || getrusage(RUSAGE_CHILDREN, &children) != 0) return 0;
+    return (uint64_t)self.ru_minflt + (uint64_t)children.ru_minflt;
+}
+
 int cli_parse_codec(const char *s)
 {
     if (!strcmp(s, "lz4")) return MTS_CODEC_LZ4;

@@ -58,7 +58,7 @@ static const char *input_names[] = {"batch", "records", "unsorted", "tagged", "a
 typedef struct bench {
     mts_writer_options o;
     char dir[2048], peer_dir[2048], input_path[2300];
-    uint32_t tasks, reps;
+    uint32_t tasks, reps, warmup;
     double task_mib, batches;
     wl_params wl;
     int use[MAX_CONTENDERS];
@@ -387,7 +387,7 @@ int cmd_bench(int argc, char **argv)
         {"skew", 1, 0, 'S'}, {"codec", 1, 0, 'c'}, {"level", 1, 0, 'l'}, {"threads", 1, 0, 't'},
         {"budget-mib", 1, 0, 'b'}, {"fsync", 0, 0, 'f'}, {"reps", 1, 0, 'r'}, {"dir", 1, 0, 'd'},
         {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"tiny-writers", 1, 0, 'W'}, {"input", 1, 0, 'I'},
-        {"engine", 1, 0, 'E'}, {"parallel", 1, 0, 'Q'}, {"help", 0, 0, 'h'},
+        {"engine", 1, 0, 'E'}, {"parallel", 1, 0, 'Q'}, {"warmup", 1, 0, 'w'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int ch, bad = 0;
     optind = 1;
@@ -413,6 +413,7 @@ int cmd_bench(int argc, char **argv)
             break;
         case 'f': b.o.fsync = 1; break;
         case 'r': bad = cli_u32(B, "reps", optarg, 1, MAX_REPS, &b.reps); break;
+        case 'w': bad = cli_u32(B, "warmup", optarg, 0, MAX_REPS, &b.warmup); break;
         case 'd': snprintf(b.dir, sizeof b.dir, "%s", optarg); break;
         case 'p': snprintf(b.peer_dir, sizeof b.peer_dir, "%s", optarg); break;
         case 'C': {
@@ -463,8 +464,10 @@ int cmd_bench(int argc, char **argv)
                    "       P cores run them; default 1: one after another)\n"
                    "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
                    "                     (the default), tiny-engine, tiny-own, tiny-files, read-always]\n"
+                   "       [--warmup W] (W repetitions of every contender first, not kept; default 0)\n"
                    "One configuration, contenders interleaved; prints JSON samples per run: seconds,\n"
-                   "cpu (CPU seconds of every thread and of a peer tool), rss growth and peak budget held.\n"
+                   "cpu (CPU seconds of every thread and of a peer tool), faults (minor page faults),\n"
+                   "rss growth and peak budget held.\n"
                    "bench/suite.py runs the whole suite.\n");
             return 0;
         default: return 2;
@@ -499,12 +502,15 @@ int cmd_bench(int argc, char **argv)
         die("engine", err);
 
     double samples[MAX_CONTENDERS][MAX_REPS], cpu[MAX_CONTENDERS][MAX_REPS];
-    uint64_t rss[MAX_CONTENDERS][MAX_REPS], held[MAX_CONTENDERS][MAX_REPS];
+    uint64_t rss[MAX_CONTENDERS][MAX_REPS], held[MAX_CONTENDERS][MAX_REPS], faults[MAX_CONTENDERS][MAX_REPS];
     uint64_t bytes_out = 0;
     if (b.reps > 64) b.reps = 64;
     /* read and decode run right after streaming, on its output. */
     static const int order[MAX_CONTENDERS] = {0, 6, 11, 7, 1, 2, 3, 4, 5, 8, 9, 10};
-    for (uint32_t rep = 0; rep < b.reps; rep++) {
+    /* The first W repetitions run every contender as the others do but are
+     * not kept: the process's first buffers, files and allocator state. */
+    for (uint32_t it = 0; it < b.warmup + b.reps; it++) {
+        uint32_t rep = it < b.warmup ? 0 : it - b.warmup; /* a warm-up's slot is overwritten */
         for (int oi = 0; oi < MAX_CONTENDERS; oi++) {
             int c = order[oi];
             if (!b.use[c]) continue;
@@ -521,6 +527,7 @@ int cmd_bench(int argc, char **argv)
             held[c][rep] = 0;
             cli_reset_peak_rss();
             uint64_t rss0 = cli_current_rss();
+            uint64_t faults0 = cli_minor_faults();
             double t0 = cli_now(), cpu0 = cli_cpu_seconds();
             switch (c) {
             case 0: run_writer(&b, MTS_STRATEGY_STREAMING, &held[c][rep]); break;
@@ -538,9 +545,10 @@ int cmd_bench(int argc, char **argv)
             }
             samples[c][rep] = cli_now() - t0;
             cpu[c][rep] = cli_cpu_seconds() - cpu0;
+            faults[c][rep] = cli_minor_faults() - faults0;
             uint64_t peak = cli_peak_rss();
             rss[c][rep] = peak > rss0 ? peak - rss0 : 0;
-            if (c == 0 && rep == 0) {
+            if (c == 0 && it == 0) {
                 for (uint32_t t = 0; t < b.tasks; t++) {
                     char name[256], path[4096];
                     struct stat st;
@@ -558,11 +566,11 @@ int cmd_bench(int argc, char **argv)
     for (size_t i = 0; i < b.nitems; i++) b.compressed += b.items[i].out;
 
     printf("{\"config\":{\"tasks\":%u,\"task_mib\":%.3f,\"batches\":%.3f,\"partitions\":%u,\"skew\":%.3f,"
-           "\"codec\":\"%s\",\"level\":%d,\"threads\":%u,\"budget\":%llu,\"fsync\":%d,\"reps\":%u,\"dir\":\"%s\","
+           "\"codec\":\"%s\",\"level\":%d,\"threads\":%u,\"budget\":%llu,\"fsync\":%d,\"reps\":%u,\"warmup\":%u,\"dir\":\"%s\","
            "\"input\":\"%s\",\"engine\":\"%s\",\"parallel\":%u},"
            "\"bytes_in\":%llu,\"bytes_out\":%llu,\"compressed_only_bytes\":%llu,\"samples\":{",
            b.tasks, b.task_mib, b.batches, b.o.num_partitions, b.wl.skew, mts_codec_name(b.o.codec), b.o.level,
-           b.o.threads, (unsigned long long)b.o.max_bytes_in_flight, b.o.fsync, b.reps, b.dir, input_names[b.input],
+           b.o.threads, (unsigned long long)b.o.max_bytes_in_flight, b.o.fsync, b.reps, b.warmup, b.dir, input_names[b.input],
            b.shared_engine ? "shared" : "per-task", b.parallel,
            (unsigned long long)b.bytes_in, (unsigned long long)bytes_out, (unsigned long long)b.compressed);
     const char *sep = "";
@@ -572,6 +580,8 @@ int cmd_bench(int argc, char **argv)
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%.6f", r ? "," : "", samples[c][r]);
         printf("],\"cpu\":[");
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%.6f", r ? "," : "", cpu[c][r]);
+        printf("],\"faults\":[");
+        for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)faults[c][r]);
         printf("],\"rss\":[");
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)rss[c][r]);
         printf("],\"peak_held\":[");

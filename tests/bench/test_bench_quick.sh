@@ -14,7 +14,7 @@ python3 - "$out" <<'PY'
 import csv, json, os, sys
 out = sys.argv[1]
 d = json.load(open(os.path.join(out, "suite.json")))
-for k in ("command", "quick", "reps", "machine", "started", "seconds", "rows", "plots"):
+for k in ("command", "quick", "reps", "warmup", "machine", "started", "seconds", "rows", "plots"):
     assert k in d, k
 assert d["quick"] and d["reps"] >= 3 and len(d["rows"]) == 5
 assert d["rows"][4]["config"]["input"] == "unsorted", d["rows"][4]["config"]
