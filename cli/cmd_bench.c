@@ -467,7 +467,7 @@ int cmd_bench(int argc, char **argv)
                    "       [--warmup W] (W repetitions of every contender first, not kept; default 0)\n"
                    "One configuration, contenders interleaved; prints JSON samples per run: seconds,\n"
                    "cpu (CPU seconds of every thread and of a peer tool), faults (minor page faults),\n"
-                   "rss growth and peak budget held.\n"
+                   "rss (peak RSS above the process's before the first run) and peak budget held.\n"
                    "bench/suite.py runs the whole suite.\n");
             return 0;
         default: return 2;
@@ -507,6 +507,9 @@ int cmd_bench(int argc, char **argv)
     if (b.reps > 64) b.reps = 64;
     /* read and decode run right after streaming, on its output. */
     static const int order[MAX_CONTENDERS] = {0, 6, 11, 7, 1, 2, 3, 4, 5, 8, 9, 10};
+    /* RSS is counted from here, before any run: what a run holds includes
+     * what earlier runs left with the engine and the allocator. */
+    uint64_t rss_base = cli_current_rss();
     /* The first W repetitions run every contender as the others do but are
      * not kept: the process's first buffers, files and allocator state. */
     for (uint32_t it = 0; it < b.warmup + b.reps; it++) {
@@ -526,7 +529,6 @@ int cmd_bench(int argc, char **argv)
             if (c == 7 && !b.stored) load_stored(&b);
             held[c][rep] = 0;
             cli_reset_peak_rss();
-            uint64_t rss0 = cli_current_rss();
             uint64_t faults0 = cli_minor_faults();
             double t0 = cli_now(), cpu0 = cli_cpu_seconds();
             switch (c) {
@@ -547,7 +549,7 @@ int cmd_bench(int argc, char **argv)
             cpu[c][rep] = cli_cpu_seconds() - cpu0;
             faults[c][rep] = cli_minor_faults() - faults0;
             uint64_t peak = cli_peak_rss();
-            rss[c][rep] = peak > rss0 ? peak - rss0 : 0;
+            rss[c][rep] = peak > rss_base ? peak - rss_base : 0;
             if (c == 0 && it == 0) {
                 for (uint32_t t = 0; t < b.tasks; t++) {
                     char name[256], path[4096];
