@@ -163,7 +163,7 @@ def analyse(group, label, raw):
         # threads, user and system), how busy the machine's CPUs were kept.
         row["contenders"][name] = dict(summary(v["seconds"]), seconds=v["seconds"], cpu=v["cpu"], faults=v["faults"],
                                        cores_median=statistics.median(c / w for c, w in zip(v["cpu"], v["seconds"])),
-                                       rss_max=max(v["rss"]), peak_held_max=max(v["peak_held"]))
+                                       rss_max=max(max(v["rss"]), v["rss_first"]), peak_held_max=max(v["peak_held"]))
     st, bl = s["streaming"]["seconds"], s["baseline"]["seconds"]
     t, p, df = welch(bl, st)
     ratios = pair_ratios(bl, st)

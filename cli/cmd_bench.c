@@ -467,7 +467,7 @@ int cmd_bench(int argc, char **argv)
                    "       [--warmup W] (W repetitions of every contender first, not kept; default 0)\n"
                    "One configuration, contenders interleaved; prints JSON samples per run: seconds,\n"
                    "cpu (CPU seconds of every thread and of a peer tool), faults (minor page faults),\n"
-                   "rss (peak RSS above the process's before the first run) and peak budget held.\n"
+                   "rss growth (and rss_first: in the first run, warm-up or not) and peak budget held.\n"
                    "bench/suite.py runs the whole suite.\n");
             return 0;
         default: return 2;
@@ -507,9 +507,9 @@ int cmd_bench(int argc, char **argv)
     if (b.reps > 64) b.reps = 64;
     /* read and decode run right after streaming, on its output. */
     static const int order[MAX_CONTENDERS] = {0, 6, 11, 7, 1, 2, 3, 4, 5, 8, 9, 10};
-    /* RSS is counted from here, before any run: what a run holds includes
-     * what earlier runs left with the engine and the allocator. */
-    uint64_t rss_base = cli_current_rss();
+    /* Each run's RSS growth; a contender's first run, warm-up or not, is the
+     * one that shows its footprint, and is also reported on its own. */
+    uint64_t rss_first[MAX_CONTENDERS] = {0};
     /* The first W repetitions run every contender as the others do but are
      * not kept: the process's first buffers, files and allocator state. */
     for (uint32_t it = 0; it < b.warmup + b.reps; it++) {
@@ -529,6 +529,7 @@ int cmd_bench(int argc, char **argv)
             if (c == 7 && !b.stored) load_stored(&b);
             held[c][rep] = 0;
             cli_reset_peak_rss();
+            uint64_t rss0 = cli_current_rss();
             uint64_t faults0 = cli_minor_faults();
             double t0 = cli_now(), cpu0 = cli_cpu_seconds();
             switch (c) {
@@ -549,7 +550,8 @@ int cmd_bench(int argc, char **argv)
             cpu[c][rep] = cli_cpu_seconds() - cpu0;
             faults[c][rep] = cli_minor_faults() - faults0;
             uint64_t peak = cli_peak_rss();
-            rss[c][rep] = peak > rss_base ? peak - rss_base : 0;
+            rss[c][rep] = peak > rss0 ? peak - rss0 : 0;
+            if (it == 0) rss_first[c] = rss[c][rep];
             if (c == 0 && it == 0) {
                 for (uint32_t t = 0; t < b.tasks; t++) {
                     char name[256], path[4096];
@@ -586,7 +588,7 @@ int cmd_bench(int argc, char **argv)
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)faults[c][r]);
         printf("],\"rss\":[");
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)rss[c][r]);
-        printf("],\"peak_held\":[");
+        printf("],\"rss_first\":%llu,\"peak_held\":[", (unsigned long long)rss_first[c]);
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)held[c][r]);
         printf("]}");
         sep = ",";
