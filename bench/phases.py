@@ -12,8 +12,10 @@ CPUs ran nothing (the idle task):
     commit   -> commit returns (the last jobs, the ordered writer, the files)
     between  -> the next task's create (the bench itself)
 
-Prints medians over the tasks (the first --skip of them left out: the first
-repetitions' cold start) and, if asked, writes every task's figures as JSON.
+Tasks must run one after another (the bench's default `--parallel 1`): the
+phases are told apart by the order of one producer's calls. Prints medians
+over the tasks (the first --skip of them left out: the first repetitions'
+cold start) and, if asked, writes every task's figures as JSON.
 Needs root and perf (Debian: linux-perf); the probes are removed afterwards.
 
     bench/phases.py --lib build/libmtshuffle.so.0.1.0 -- \\
@@ -108,6 +110,8 @@ def main():
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error("no command given")
+    if "--parallel" in cmd and cmd[cmd.index("--parallel") + 1:][:1] != ["1"]:
+        ap.error("tasks must run one after another (--parallel 1)")
     if not shutil.which("perf"):
         raise SystemExit("perf is not installed (Debian: apt-get install linux-perf)")
     if os.geteuid() != 0:
