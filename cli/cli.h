@@ -42,11 +42,9 @@ void tiny_files(const char *dir, uint32_t num_partitions, uint32_t writers);
 void tiny_remove(const char *dir, uint32_t writers);
 
 double cli_now(void);
-/* CPU time so far (user + system) of every thread of this process and of
- * the children it has waited for, in seconds. */
-double cli_cpu_seconds(void);
-/* Minor page faults so far, counted as cli_cpu_seconds() counts CPU time. */
-uint64_t cli_minor_faults(void);
+/* CPU time so far (user + system, seconds) and minor page faults of every
+ * thread of this process and of the children it has waited for. */
+void cli_usage(double *cpu_seconds, uint64_t *minor_faults);
 /* Parses "lz4" / "zstd" / "none"; -1 if unknown. */
 int cli_parse_codec(const char *s);
 /* mkdir -p: 0, or -1 with errno set. */

@@ -95,20 +95,18 @@ double cli_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static double rusage_seconds(int who)
+void cli_usage(double *cpu_seconds, uint64_t *minor_faults)
 {
-    struct rusage ru;
-    if (getrusage(who, &ru) != 0) return 0;
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-double cli_cpu_seconds(void) { return rusage_seconds(RUSAGE_SELF) + rusage_seconds(RUSAGE_CHILDREN); }
-
-uint64_t cli_minor_faults(void)
-{
-    struct rusage self, children;
-    if (getrusage(RUSAGE_SELF, &self) != 0 || getrusage(RUSAGE_CHILDREN, &children) != 0) return 0;
-    return (uint64_t)self.ru_minflt + (uint64_t)children.ru_minflt;
+    static const int who[2] = {RUSAGE_SELF, RUSAGE_CHILDREN};
+    struct rusage r;
+    *cpu_seconds = 0;
+    *minor_faults = 0;
+    for (int i = 0; i < 2; i++) {
+        if (getrusage(who[i], &r) != 0) continue;
+        *cpu_seconds += (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+                        (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+        *minor_faults += (uint64_t)r.ru_minflt;
+    }
 }
 
 int cli_parse_codec(const char *s)

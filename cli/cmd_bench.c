@@ -530,8 +530,10 @@ int cmd_bench(int argc, char **argv)
             held[c][rep] = 0;
             cli_reset_peak_rss();
             uint64_t rss0 = cli_current_rss();
-            uint64_t faults0 = cli_minor_faults();
-            double t0 = cli_now(), cpu0 = cli_cpu_seconds();
+            double cpu0, cpu1;
+            uint64_t faults0, faults1;
+            cli_usage(&cpu0, &faults0);
+            double t0 = cli_now();
             switch (c) {
             case 0: run_writer(&b, MTS_STRATEGY_STREAMING, &held[c][rep]); break;
             case 1: run_writer(&b, MTS_STRATEGY_BASELINE, &held[c][rep]); break;
@@ -547,8 +549,9 @@ int cmd_bench(int argc, char **argv)
             case 11: run_read(&b, MTS_VERIFY_ALWAYS); break;
             }
             samples[c][rep] = cli_now() - t0;
-            cpu[c][rep] = cli_cpu_seconds() - cpu0;
-            faults[c][rep] = cli_minor_faults() - faults0;
+            cli_usage(&cpu1, &faults1);
+            cpu[c][rep] = cpu1 - cpu0;
+            faults[c][rep] = faults1 - faults0;
             uint64_t peak = cli_peak_rss();
             rss[c][rep] = peak > rss0 ? peak - rss0 : 0;
             if (it == 0) rss_first[c] = rss[c][rep];

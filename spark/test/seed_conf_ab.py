@@ -13,6 +13,7 @@ import argparse, json, os, statistics, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e  # noqa: E402
+from spark_bench import seed_run  # noqa: E402
 
 
 def main():
@@ -36,8 +37,7 @@ def main():
     for rep in range(a.reps):
         for v in (values if rep % 2 == 0 else values[::-1]):
             conf = {"spark.sql.files.maxPartitionBytes": a.size, a.key: v}
-            r = e2e.run(dict(base, mode="mts", seed_only=True, conf=conf))
-            st = max(r["stages"], key=lambda x: x["shuffle_write_bytes"])
+            r, st = seed_run(base, "mts", conf)
             res[v].append({"query_s": r["seed_query_seconds"][0], "map_task_s": st["executor_run_time_ms"] / 1e3})
             print("rep %d %s=%s query %.2f s, map tasks %.2f s" % (rep, a.key, v, res[v][-1]["query_s"],
                                                                   res[v][-1]["map_task_s"]), flush=True)

@@ -47,6 +47,12 @@ METRICS = ("query_s", "map_task_s", "tiny_task_s", "skew_stage_s", "skew_query_s
            "skew_read_stage_s", "skew_read_task_s")
 
 
+def seed_run(base, mode, conf):
+    """The seed's query alone: e2e's result and its map stage (the stage that writes most)."""
+    r = e2e.run(dict(base, mode=mode, seed_only=True, conf=conf))
+    return r, max(r["stages"], key=lambda x: x["shuffle_write_bytes"])
+
+
 def measure(base, writer, size):
     w = WRITERS[writer]
     conf = dict(w["conf"], **{"spark.sql.files.maxPartitionBytes": size,
@@ -60,12 +66,10 @@ def measure(base, writer, size):
                 "map_stage_s": scan["duration_ms"] / 1e3, "map_tasks": scan["num_tasks"], "shuffle_bytes": 0,
                 "tiny_task_s": nan, "skew_stage_s": nan, "skew_query_s": nan, "executor_rss_mib": nan,
                 "skew_read_stage_s": nan, "skew_read_task_s": nan, "result": None, "skew_result": None}
-    r = e2e.run(dict(base, mode=w["mode"], seed_only=True, conf=conf))
+    r, mapst = seed_run(base, w["mode"], conf)
     if not r["manager"].endswith("MtsShuffleManager" if w["mode"] == "mts" else "SortShuffleManager"):
         raise SystemExit("spark_bench: %s ran with %s" % (writer, r["manager"]))
-    stages = r["stages"]
-    mapst = max(stages, key=lambda x: x["shuffle_write_bytes"])
-    tiny = [x for x in stages if x["num_tasks"] == 200 and 0 < x["shuffle_write_bytes"] < 1 << 20]
+    tiny = [x for x in r["stages"] if x["num_tasks"] == 200 and 0 < x["shuffle_write_bytes"] < 1 << 20]
     s = e2e.run(dict(base, mode=w["mode"], scenario="skew", conf=conf))
     # the skewed stage: the second exchange's map stage, the stage that reads 4 partitions and writes most
     skewed = max((x for x in s["stages"] if x["num_tasks"] == 4), key=lambda x: x["shuffle_write_bytes"])
