@@ -291,9 +291,9 @@ static int submit_planned(mts_writer *w, inbuf *in, destination *dest, uint32_t 
 }
 
 /* Cuts the arena's chains into jobs, in partition order: a job takes
- * partitions' chains up to job_size bytes, a longer chain is split at a page
- * boundary. Resets every chain, also on failure. */
-static int submit_chains(mts_writer *w, inbuf *in, destination *dest, uint64_t *prepaid)
+ * partitions' chains up to job_bytes (at least a page), a longer chain is
+ * split at a page boundary. Resets every chain, also on failure. */
+static int submit_chains(mts_writer *w, inbuf *in, destination *dest, uint64_t job_bytes, uint64_t *prepaid)
 {
     uint32_t pg = in->page, nsegs = 0;
     uint64_t in_bytes = 0, charge = sizeof(job);
@@ -305,7 +305,7 @@ static int submit_chains(mts_writer *w, inbuf *in, destination *dest, uint64_t *
         uint64_t left = ch[CH_BYTES];
         uint32_t page = ch[CH_FIRST];
         while (left && rc == 0) {
-            uint64_t take = left, room = w->job_size - in_bytes;
+            uint64_t take = left, room = job_bytes - in_bytes;
             if (take > room) take = room / pg * pg; /* whole pages; none when less than one fits */
             uint64_t c = job_seg_charge(w, take);
             if (nsegs && (!take || nsegs == MAX_SEGS_PER_JOB || charge + c > w->job_charge_cap)) {
@@ -328,8 +328,11 @@ static int submit_chains(mts_writer *w, inbuf *in, destination *dest, uint64_t *
 
 /* Hands the arena to jobs that compress each partition's chain, bound for
  * dest; the arena's reservation pays for them all. The next record takes a
- * new arena. */
-static int arena_flush(mts_writer *w, destination *dest)
+ * new arena. last: the input ends here and the caller waits for these jobs,
+ * so they are cut smaller (a quarter of a job): the last of them, which runs
+ * alone on one CPU while the other has nothing left, and the assembly that
+ * waits for it, end sooner. */
+static int arena_flush(mts_writer *w, destination *dest, int last)
 {
     if (!w->arena || !w->pages_used) return 0;
     inbuf *in = mts_malloc(sizeof *in);
@@ -343,7 +346,8 @@ static int arena_flush(mts_writer *w, destination *dest)
     w->arena = NULL; /* the jobs' now */
     w->arena_reserved = 0;
     w->pages_used = 0;
-    int rc = submit_chains(w, in, dest, &prepaid);
+    uint64_t job_bytes = last ? MTS_MAX((uint64_t)w->page, w->job_size / 4) : w->job_size;
+    int rc = submit_chains(w, in, dest, job_bytes, &prepaid);
     eng_release(&w->client, prepaid);
     inbuf_unref(w, in);
     return rc;
@@ -385,7 +389,7 @@ int intake_held_slow(mts_writer *w, uint32_t p, const unsigned char *b, size_t l
 {
     FORWARD_IF_ERROR(arena_ready(w));
     if (arena_room(w, p) < len) {
-        FORWARD_IF_ERROR(arena_flush(w, w->held_dest));
+        FORWARD_IF_ERROR(arena_flush(w, w->held_dest, 0));
         FORWARD_IF_ERROR(arena_ready(w));
         if (arena_room(w, p) < len) { /* larger than an arena: straight from the caller */
             arena_drop(w);
@@ -401,7 +405,7 @@ int intake_flush(mts_writer *w, int last)
 {
     FORWARD_IF_ERROR(stage_flush(w, last));
     if (w->arena) {
-        FORWARD_IF_ERROR(arena_flush(w, w->held_dest));
+        FORWARD_IF_ERROR(arena_flush(w, w->held_dest, last));
         arena_drop(w);
     }
     /* The input ends: the run store writes partitions out as the last jobs
@@ -422,7 +426,7 @@ static int batch_to_chains(mts_writer *w, const unsigned char *data, const uint6
             FORWARD_IF_ERROR(arena_ready(w));
             uint64_t n = MTS_MIN(len, arena_room(w, p));
             if (n == 0) {
-                FORWARD_IF_ERROR(arena_flush(w, w->held_dest));
+                FORWARD_IF_ERROR(arena_flush(w, w->held_dest, 0));
                 continue;
             }
             chain_append(w, p, b, (size_t)n);
