@@ -47,6 +47,10 @@ typedef struct codec_vtable {
     /* Every unit decode() and step() decode carries a check of its decoded
      * bytes (lz4-java's XXH32), so damage is caught without a checksum file. */
     int checks_units;
+    /* Bytes that end every stream compress() makes, the same bytes for all
+     * (lz4-java's empty end block); 0: none. A partition's streams may be
+     * joined into one by dropping every end but the last. */
+    unsigned end_len;
     /* Largest possible output of compress() for n input bytes. */
     size_t (*bound)(const codec_params *p, size_t n);
     /* Per-thread compression state; *ctx may be left NULL. */

@@ -323,6 +323,6 @@ static size_t lz4_step_need(const unsigned char *src, uint64_t n, uint64_t pos)
 static void lz4_step_free(void *state) { (void)state; }
 
 const codec_vtable codec_lz4_vtable = {
-    .id = MTS_CODEC_LZ4, .checks_units = 1, .bound = lz4_bound, .ctx_new = lz4_ctx_new, .ctx_free = lz4_ctx_free,
+    .id = MTS_CODEC_LZ4, .checks_units = 1, .end_len = LZ4J_HEADER_LEN, .bound = lz4_bound, .ctx_new = lz4_ctx_new, .ctx_free = lz4_ctx_free,
     .compress = lz4_compress, .compress_v = lz4_compress_v, .piece_align = lz4_piece_align, .defer = lz4_defer,
     .decode = lz4_decode, .step = lz4_step, .step_need = lz4_step_need, .step_free = lz4_step_free};

@@ -25,8 +25,14 @@ typedef struct chunk {
     uint32_t checksum; /* over data[0, len) */
     uint64_t len;
     uint64_t charge;   /* budget this chunk holds */
+    uint32_t tail;     /* the stream's end, data[len - tail, len) (codec end_len); 0: none */
+    uint32_t body_sum; /* with a tail: the checksum over data[0, len - tail) */
     unsigned char data[];
 } chunk;
+
+/* The stream without its end, and that part's checksum. */
+static inline uint64_t chunk_body_len(const chunk *c) { return c->len - c->tail; }
+static inline uint32_t chunk_body_sum(const chunk *c) { return c->tail ? c->body_sum : c->checksum; }
 
 typedef struct io_stats { /* updated atomically */
     uint64_t write_ns;      /* time in write/copy/fsync calls */
@@ -128,6 +134,12 @@ typedef struct run_store {
     uint64_t map_read;       /* written from it since pages were last dropped */
     uint32_t begun;          /* partitions before this one have begun */
     int ended;               /* no job comes after those submitted (runs_end_input) */
+    /* A partition's streams are joined into one: the run file and the
+     * assembly take each chunk without its end, and the assembly closes the
+     * partition with one end, the codec's (the same for every chunk). */
+    unsigned char end[32];   /* those bytes, from the first chunk that has them */
+    uint32_t end_len, end_sum; /* their length (0: none yet) and checksum */
+    int end_open;            /* the partition being assembled has bytes without their end */
 } run_store;
 
 int runs_init(run_store *r, const dest_env *env);

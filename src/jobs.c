@@ -215,9 +215,12 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
         c->next = NULL;
         c->partition = s->partition;
         c->len = len[i];
-        c->checksum = w->o.checksum == MTS_CHECKSUM_NONE
-                          ? 0
-                          : checksum_update(w->o.checksum, checksum_init(w->o.checksum), c->data, len[i]);
+        c->tail = len[i] >= cv->end_len ? cv->end_len : 0;
+        c->body_sum = c->checksum = 0;
+        if (w->o.checksum != MTS_CHECKSUM_NONE) { /* the body's, then on over the end */
+            c->body_sum = checksum_update(w->o.checksum, checksum_init(w->o.checksum), c->data, chunk_body_len(c));
+            c->checksum = checksum_update(w->o.checksum, c->body_sum, c->data + chunk_body_len(c), c->tail);
+        }
         s->out = c;
     }
     eng_release(&w->client, unused);

@@ -9,7 +9,11 @@
  * each partition is assembled once, in arrival order: its stretch of every
  * run (small ones from a mapping of the run file, batched with the chunks
  * into writev; large ones by in-kernel copy), then its held chunks.
- * Compressed bytes are never decoded.
+ * Compressed bytes are never decoded, but a partition's streams are joined
+ * into one where the codec allows it (lz4-java: one end block, at the end,
+ * instead of one after every chunk): the run file holds chunks without
+ * their ends, the assembly adds one when a partition is complete. With many
+ * partitions and small chunks the ends were a large part of the output.
  *
  * The assembly overlaps the compression of the last input. The producer
  * notes, per partition, the last job bound here with a piece of it; once the
@@ -54,6 +58,7 @@ struct run_index {
     uint32_t next;  /* assembly: the next entry to write */
     uint64_t at;    /* and its offset in the run file */
     uint64_t dropped; /* the mapping of [base, dropped) has been dropped */
+    int open;       /* its stretches lack their streams' ends (a spill; not an adopted run) */
 };
 
 /* A writev batch whose chunks are freed once written (an entry without an
@@ -101,7 +106,8 @@ static int batch_flush(run_store *r, iov_batch *b, int fd)
     return rc;
 }
 
-/* Queues partition p's held chunks (taking them); flushes when full. */
+/* Queues partition p's held chunks without their ends (taking them);
+ * flushes when full. */
 static int batch_add_held(run_store *r, iov_batch *b, int fd, uint32_t p, uint64_t *len, uint32_t *sum)
 {
     chunk *c = r->head[p];
@@ -113,16 +119,16 @@ static int batch_add_held(run_store *r, iov_batch *b, int fd, uint32_t p, uint64
             int frc = batch_flush(r, b, rc == 0 ? fd : -1);
             if (rc == 0) rc = frc;
         }
-        *sum = dest_combine(r->env, *sum, c->checksum, c->len);
-        *len += c->len;
-        b->iov[b->n] = (struct iovec){c->data, c->len};
+        *sum = dest_combine(r->env, *sum, chunk_body_sum(c), chunk_body_len(c));
+        *len += chunk_body_len(c);
+        b->iov[b->n] = (struct iovec){c->data, (size_t)chunk_body_len(c)};
         b->owner[b->n++] = c;
         c = next;
     }
     return rc;
 }
 
-static int add_run(run_store *r, uint64_t base, run_entry *entries, uint32_t count)
+static int add_run(run_store *r, uint64_t base, run_entry *entries, uint32_t count, int open)
 {
     if (r->nruns == r->runs_cap) {
         uint32_t cap = r->runs_cap ? 2 * r->runs_cap : 8;
@@ -134,7 +140,7 @@ static int add_run(run_store *r, uint64_t base, run_entry *entries, uint32_t cou
         r->runs = g;
         r->runs_cap = cap;
     }
-    r->runs[r->nruns++] = (run_index){base, count, entries, 0, base, base};
+    r->runs[r->nruns++] = (run_index){base, count, entries, 0, base, base, open};
     return 0;
 }
 
@@ -148,18 +154,23 @@ static run_entry *new_entries(run_store *r, uint32_t count)
 /* ---- the destination -------------------------------------------------------- */
 
 static int spill_locked(run_store *r);
-static int assemble_upto(run_store *r, uint32_t upto);
+static int assemble_upto(run_store *r, uint32_t upto, int all);
 
 static run_store *store_of(destination *d)
 {
     return (run_store *)(void *)d; /* its first member */
 }
 
-/* Takes chunks into the held lists; mu held. */
+/* Takes chunks into the held lists, keeping the first end met; mu held. */
 static void hold_locked(run_store *r, chunk **c, uint32_t n, uint64_t *charge)
 {
     for (uint32_t i = 0; i < n; i++) {
         uint32_t p = c[i]->partition;
+        if (!r->end_len && c[i]->tail && c[i]->tail <= sizeof r->end) {
+            r->end_len = c[i]->tail;
+            memcpy(r->end, c[i]->data + chunk_body_len(c[i]), r->end_len);
+            r->end_sum = checksum_update(r->env->algo, checksum_init(r->env->algo), r->end, r->end_len);
+        }
         c[i]->next = NULL;
         if (r->tail[p]) r->tail[p]->next = c[i];
         else r->head[p] = c[i];
@@ -188,7 +199,7 @@ static int runs_put(destination *d, chunk **c, uint32_t n, uint64_t job)
     int waited = eng_note_reclaimable(r->env->budget, (int64_t)charge);
     if (r->ended) {
         /* After a failure nothing will read the data file: only hold them, for discard. */
-        if (!r->env->failed(r->env->ctx)) rc = assemble_upto(r, first_incomplete(r, job));
+        if (!r->env->failed(r->env->ctx)) rc = assemble_upto(r, first_incomplete(r, job), 0);
     } else if (waited && r->held >= r->spill_min) {
         /* Someone waits for budget: spill here, on the ordered writer, while
          * the other workers go on compressing. Left to the waiter, the spill
@@ -254,7 +265,7 @@ static int spill_locked(run_store *r)
         return dest_fail(env, rc, "spill to run file %s at offset %llu", r->path, (unsigned long long)start);
     }
     __atomic_add_fetch(&env->io->bytes_spilled, r->off - start, __ATOMIC_RELAXED);
-    return add_run(r, start, e, count);
+    return add_run(r, start, e, count, 1);
 }
 
 void runs_end_input(run_store *r, out_file *out)
@@ -301,6 +312,7 @@ static int assemble_runs(run_store *r, uint32_t p)
         run_index *ri = &r->runs[k];
         if (ri->next == ri->count || ri->entries[ri->next].partition != p) continue;
         run_entry *e = &ri->entries[ri->next++];
+        r->end_open |= ri->open && e->len;
         if (e->len < MERGE_MAPPED_MAX && ri->at + e->len <= r->map_len) {
             if ((b->n == IOV_MAX || r->map_read >= MERGE_MAP_DROP_STEP) && (rc = batch_flush(r, b, out->fd)) < 0)
                 break;
@@ -316,10 +328,26 @@ static int assemble_runs(run_store *r, uint32_t p)
     return rc;
 }
 
+/* Ends partition p in the data file if its bytes lack their end: one end
+ * for the streams joined. mu held. */
+static int assemble_close(run_store *r, uint32_t p)
+{
+    int open = r->end_open;
+    r->end_open = 0;
+    if (!open || !r->end_len) return 0;
+    iov_batch *b = r->batch;
+    if (b->n == IOV_MAX) FORWARD_IF_ERROR(batch_flush(r, b, r->out->fd));
+    b->iov[b->n] = (struct iovec){r->end, r->end_len};
+    b->owner[b->n++] = NULL;
+    out_appended(r->out, p, r->end_len, r->end_sum);
+    return 0;
+}
+
 /* Assembles partitions up to `upto` into the data file: each one's runs
- * when it begins, then its held chunks (the last one may get more later).
+ * when it begins, then its held chunks, then its end; `upto` itself is
+ * only begun (it may get more later) unless all: the input is complete.
  * mu held. */
-static int assemble_upto(run_store *r, uint32_t upto)
+static int assemble_upto(run_store *r, uint32_t upto, int all)
 {
     int rc = assemble_start(r);
     uint32_t p = r->begun ? r->begun - 1 : 0;
@@ -331,9 +359,11 @@ static int assemble_upto(run_store *r, uint32_t upto)
         if (rc == 0 && r->head[p]) {
             uint64_t len = 0;
             uint32_t sum = checksum_init(r->env->algo);
+            r->end_open |= r->head[p]->tail != 0; /* chunks of one codec: all with an end, or none */
             rc = batch_add_held(r, r->batch, r->out->fd, p, &len, &sum);
             out_appended(r->out, p, len, sum);
         }
+        if (rc == 0 && (p < upto || all)) rc = assemble_close(r, p);
     }
     if (rc == 0) rc = batch_flush(r, r->batch, r->out->fd);
     if (rc < 0)
@@ -358,7 +388,7 @@ static int runs_finish(destination *d, out_file *out)
     run_store *r = store_of(d);
     pthread_mutex_lock(&r->mu);
     r->out = out;
-    int rc = assemble_upto(r, r->env->nparts - 1);
+    int rc = assemble_upto(r, r->env->nparts - 1, 1);
     assemble_end(r);
     if (rc == 0 && r->fd >= 0) {
         close(r->fd);
@@ -386,6 +416,7 @@ static void runs_discard(destination *d)
     r->nruns = r->runs_cap = 0;
     r->begun = 0;
     r->ended = 0;
+    r->end_open = 0;
     if (r->last_job) memset(r->last_job, 0, r->env->nparts * sizeof *r->last_job);
     if (r->fd >= 0) { /* the run file exists while it is open */
         close(r->fd);
@@ -446,7 +477,7 @@ int runs_adopt(run_store *r, out_file *out)
         uint32_t k = 0;
         for (uint32_t p = 0; p < r->env->nparts; p++)
             if (out->len[p]) e[k++] = (run_entry){p, out->sum[p], out->len[p]};
-        rc = add_run(r, 0, e, count);
+        rc = add_run(r, 0, e, count, 0);
     } else {
         rc = MTS_E_NOMEM;
     }

@@ -203,6 +203,81 @@ static void test_store_assembly(const char *dir, int force_fallback)
     fio_force_copy_fallback(0);
 }
 
+/* A chunk whose stream ends with `tail` (a codec's end block): body of
+ * `fill`, then tail; paid from the client's budget. */
+static chunk *tail_chunk(eng_client *c, uint32_t p, char fill, size_t body, const char *tail)
+{
+    size_t t = strlen(tail), len = body + t;
+    chunk *k = fill_chunk(c, p, fill, len);
+    memcpy(k->data + body, tail, t);
+    k->tail = (uint32_t)t;
+    k->body_sum = checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), k->data, body);
+    k->checksum = checksum_update(MTS_CHECKSUM_CRC32C, k->body_sum, k->data + body, t);
+    return k;
+}
+
+/* Streams joined: chunks whose streams end with the same bytes, spilled
+ * (the run holds them without their ends), held, and put after the input
+ * ended (the assembly writes partitions as they complete): each partition
+ * with bytes is its chunks' bodies in arrival order and one end, with the
+ * checksum of exactly that; an empty partition stays empty. */
+static void test_store_ends(const char *dir)
+{
+    mts_engine *e;
+    CHECK_RC(mts_engine_create(1, 1 << 20, &e, NULL, 0));
+    eng_client c;
+    CHECK_RC(eng_client_init(&c, e, &no_jobs, NULL));
+    io_stats io = {0, 0, 0};
+    dest_env env = {&c, MTS_CHECKSUM_CRC32C, 5, &io, store_fail, store_failed, NULL};
+    out_file out;
+    run_store r;
+    CHECK_RC(out_init(&out, &env));
+    CHECK_RC(runs_init(&r, &env));
+    snprintf(out.path, sizeof out.path, "%s/ends.data", dir);
+    snprintf(r.path, sizeof r.path, "%s/ends.run", dir);
+    store_err = 0;
+    static char want[5][4096];
+    memset(want, 0, sizeof want);
+    /* (job, partition, fill, body): partition 3 gets nothing. */
+    static const struct { uint64_t job; uint32_t p; char fill; size_t body; } put[] = {
+        {1, 0, 'a', 700}, {2, 1, 'b', 50}, {3, 2, 'c', 900}, {4, 4, 'e', 10}, /* spilled */
+        {5, 1, 'B', 300}, {6, 4, 'E', 20},                                    /* held */
+        {7, 0, 'x', 5}, {8, 1, 'y', 6}, {9, 2, 'z', 7}, {10, 4, 'w', 8}};      /* after the end */
+    const size_t nput = sizeof put / sizeof put[0];
+    for (size_t i = 0; i < nput; i++) runs_note_job(&r, put[i].p, put[i].job);
+    for (size_t i = 0; i < nput; i++) {
+        if (i == 4) CHECK_RC(runs_spill(&r));
+        if (i == 6) runs_end_input(&r, &out);
+        chunk *k = tail_chunk(&c, put[i].p, put[i].fill, put[i].body, "#END");
+        memset(want[put[i].p] + strlen(want[put[i].p]), put[i].fill, put[i].body);
+        CHECK_RC(r.d.ops->put(&r.d, &k, 1, put[i].job));
+        if (i == 6) CHECK(out.len[0] == 705 + 4); /* partition 0 complete: written, with its end */
+    }
+    CHECK_RC(r.d.ops->finish(&r.d, &out));
+    CHECK(store_err == 0);
+    CHECK(io.bytes_spilled == 700 + 50 + 900 + 10); /* bodies only */
+
+    static char all[5 * 4096];
+    all[0] = 0;
+    for (uint32_t p = 0; p < 5; p++) {
+        if (want[p][0]) strcat(want[p], "#END");
+        size_t len = strlen(want[p]);
+        strcat(all, want[p]);
+        CHECK(out.len[p] == len);
+        CHECK(out.sum[p] == checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), want[p], len));
+    }
+    size_t got_len;
+    unsigned char *got = read_file(out.path, &got_len);
+    CHECK(got && got_len == strlen(all) && !memcmp(got, all, got_len));
+    CHECK(access(r.path, F_OK) != 0);
+    free(got);
+    unlink(out.path);
+    runs_free(&r);
+    out_free(&out);
+    eng_client_destroy(&c);
+    mts_engine_free(e);
+}
+
 int main(void)
 {
     test_init_seed("test_files");
@@ -314,6 +389,7 @@ int main(void)
 
     test_store_assembly(dir, 0);
     test_store_assembly(dir, 1);
+    test_store_ends(dir);
 
     /* Both copy paths, on one filesystem and across two (tmpfs to disk). */
     copy_paths(dir, dir, 0);
