@@ -129,6 +129,59 @@ static void put_fill(destination *d, eng_client *c, uint64_t job, uint32_t p, ch
     CHECK_RC(d->ops->put(d, &k, 1, job));
 }
 
+/* A run store on an engine of its own, its files dir/name.data and .run. */
+typedef struct store_fixture {
+    mts_engine *e;
+    eng_client c;
+    io_stats io;
+    dest_env env;
+    out_file out;
+    run_store r;
+} store_fixture;
+
+static void store_setup(store_fixture *f, const char *dir, const char *name, uint32_t nparts)
+{
+    CHECK_RC(mts_engine_create(1, 1 << 20, &f->e, NULL, 0));
+    CHECK_RC(eng_client_init(&f->c, f->e, &no_jobs, NULL));
+    f->io = (io_stats){0, 0, 0};
+    f->env = (dest_env){&f->c, MTS_CHECKSUM_CRC32C, nparts, &f->io, store_fail, store_failed, NULL};
+    CHECK_RC(out_init(&f->out, &f->env));
+    CHECK_RC(runs_init(&f->r, &f->env));
+    snprintf(f->out.path, sizeof f->out.path, "%s/%s.data", dir, name);
+    snprintf(f->r.path, sizeof f->r.path, "%s/%s.run", dir, name);
+    store_err = 0;
+}
+
+/* After finish: partition p holds want[p] with its checksum, the data file
+ * is their concatenation, the run file is gone and the budget all back.
+ * Then frees the fixture. */
+static void store_check_free(store_fixture *f, char want[][4096])
+{
+    CHECK(store_err == 0);
+    static char all[8 * 4096];
+    all[0] = 0;
+    CHECK(f->env.nparts <= 8);
+    for (uint32_t p = 0; p < f->env.nparts; p++) {
+        size_t len = strlen(want[p]);
+        strcat(all, want[p]);
+        CHECK(f->out.len[p] == len);
+        CHECK(f->out.sum[p] == checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), want[p], len));
+    }
+    size_t got_len;
+    unsigned char *got = read_file(f->out.path, &got_len);
+    CHECK(got && got_len == strlen(all) && !memcmp(got, all, got_len));
+    CHECK(access(f->r.path, F_OK) != 0);
+    eng_client_stats cs;
+    eng_client_stats_get(&f->c, &cs);
+    CHECK(cs.held == 0);
+    free(got);
+    unlink(f->out.path);
+    runs_free(&f->r);
+    out_free(&f->out);
+    eng_client_destroy(&f->c);
+    mts_engine_free(f->e);
+}
+
 /* Runs spilled before the assembly starts, a run spilled while it goes on
  * (a reclaim between two of the last jobs: it starts where the mapping
  * made at the start ends, a page boundary, so it must be copied), held
@@ -138,20 +191,12 @@ static void put_fill(destination *d, eng_client *c, uint64_t job, uint32_t p, ch
  * finish and the budget is all back. Run with either copy path. */
 static void test_store_assembly(const char *dir, int force_fallback)
 {
-    mts_engine *e;
-    CHECK_RC(mts_engine_create(1, 1 << 20, &e, NULL, 0));
-    eng_client c;
-    CHECK_RC(eng_client_init(&c, e, &no_jobs, NULL));
-    io_stats io = {0, 0, 0};
-    dest_env env = {&c, MTS_CHECKSUM_CRC32C, 4, &io, store_fail, store_failed, NULL};
-    out_file out;
-    run_store r;
-    CHECK_RC(out_init(&out, &env));
-    CHECK_RC(runs_init(&r, &env));
-    snprintf(out.path, sizeof out.path, "%s/store.data", dir);
-    snprintf(r.path, sizeof r.path, "%s/store.run", dir);
+    store_fixture f;
+    store_setup(&f, dir, "store", 4);
+    run_store *r = &f.r;
+    out_file *out = &f.out;
+    eng_client *c = &f.c;
     fio_force_copy_fallback(force_fallback);
-    store_err = 0;
     static char want[4][4096];
     memset(want, 0, sizeof want);
 
@@ -159,47 +204,25 @@ static void test_store_assembly(const char *dir, int force_fallback)
      * partition's last job (p3's is 6). */
     static const struct { uint64_t job; uint32_t p; } noted[] = {{1, 0}, {2, 1}, {3, 2}, {4, 3}, {5, 1}, {6, 3},
                                                                  {7, 0}, {8, 1}, {8, 2}, {9, 2}};
-    for (size_t i = 0; i < sizeof noted / sizeof noted[0]; i++) runs_note_job(&r, noted[i].p, noted[i].job);
-    for (uint32_t p = 0; p < 4; p++) put_fill(&r.d, &c, 1 + p, p, (char)('a' + p), 1024, want);
-    CHECK_RC(runs_spill(&r)); /* the first run: exactly one page */
-    put_fill(&r.d, &c, 5, 1, 'B', 100, want);
-    put_fill(&r.d, &c, 6, 3, 'D', 200, want);
-    CHECK(out.off == 0); /* held: the input has not ended */
-    runs_end_input(&r, &out);
-    put_fill(&r.d, &c, 7, 0, 'x', 10, want); /* partition 0 complete, written; 1 begun */
-    CHECK(out.len[0] == 1034 && out.len[1] == 1124 && out.off == 2158);
-    CHECK_RC(runs_spill(&r)); /* D: a run past the mapping */
-    chunk *two[2] = {fill_chunk(&c, 1, 'y', 20), fill_chunk(&c, 2, 'z', 30)};
+    for (size_t i = 0; i < sizeof noted / sizeof noted[0]; i++) runs_note_job(r, noted[i].p, noted[i].job);
+    for (uint32_t p = 0; p < 4; p++) put_fill(&r->d, c, 1 + p, p, (char)('a' + p), 1024, want);
+    CHECK_RC(runs_spill(r)); /* the first run: exactly one page */
+    put_fill(&r->d, c, 5, 1, 'B', 100, want);
+    put_fill(&r->d, c, 6, 3, 'D', 200, want);
+    CHECK(out->off == 0); /* held: the input has not ended */
+    runs_end_input(r, out);
+    put_fill(&r->d, c, 7, 0, 'x', 10, want); /* partition 0 complete, written; 1 begun */
+    CHECK(out->len[0] == 1034 && out->len[1] == 1124 && out->off == 2158);
+    CHECK_RC(runs_spill(r)); /* D: a run past the mapping */
+    chunk *two[2] = {fill_chunk(c, 1, 'y', 20), fill_chunk(c, 2, 'z', 30)};
     memset(want[1] + strlen(want[1]), 'y', 20);
     memset(want[2] + strlen(want[2]), 'z', 30);
-    CHECK_RC(r.d.ops->put(&r.d, two, 2, 8)); /* 1 complete; 2 begun */
-    CHECK(out.len[1] == 1144 && out.len[2] == 1054 && out.len[3] == 0);
-    put_fill(&r.d, &c, 9, 2, 'w', 5, want); /* 2 complete; 3 begun: its stretches of both runs */
-    CHECK(out.len[2] == 1059 && out.len[3] == 1224);
-    CHECK_RC(r.d.ops->finish(&r.d, &out));
-    CHECK(store_err == 0);
-
-    static char all[4 * 4096];
-    all[0] = 0;
-    for (uint32_t p = 0; p < 4; p++) {
-        size_t len = strlen(want[p]);
-        strcat(all, want[p]);
-        CHECK(out.len[p] == len);
-        CHECK(out.sum[p] == checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), want[p], len));
-    }
-    size_t got_len;
-    unsigned char *got = read_file(out.path, &got_len);
-    CHECK(got && got_len == strlen(all) && !memcmp(got, all, got_len));
-    CHECK(access(r.path, F_OK) != 0);
-    eng_client_stats cs;
-    eng_client_stats_get(&c, &cs);
-    CHECK(cs.held == 0);
-    free(got);
-    unlink(out.path);
-    runs_free(&r);
-    out_free(&out);
-    eng_client_destroy(&c);
-    mts_engine_free(e);
+    CHECK_RC(r->d.ops->put(&r->d, two, 2, 8)); /* 1 complete; 2 begun */
+    CHECK(out->len[1] == 1144 && out->len[2] == 1054 && out->len[3] == 0);
+    put_fill(&r->d, c, 9, 2, 'w', 5, want); /* 2 complete; 3 begun: its stretches of both runs */
+    CHECK(out->len[2] == 1059 && out->len[3] == 1224);
+    CHECK_RC(r->d.ops->finish(&r->d, out));
+    store_check_free(&f, want);
     fio_force_copy_fallback(0);
 }
 
@@ -223,19 +246,8 @@ static chunk *tail_chunk(eng_client *c, uint32_t p, char fill, size_t body, cons
  * checksum of exactly that; an empty partition stays empty. */
 static void test_store_ends(const char *dir)
 {
-    mts_engine *e;
-    CHECK_RC(mts_engine_create(1, 1 << 20, &e, NULL, 0));
-    eng_client c;
-    CHECK_RC(eng_client_init(&c, e, &no_jobs, NULL));
-    io_stats io = {0, 0, 0};
-    dest_env env = {&c, MTS_CHECKSUM_CRC32C, 5, &io, store_fail, store_failed, NULL};
-    out_file out;
-    run_store r;
-    CHECK_RC(out_init(&out, &env));
-    CHECK_RC(runs_init(&r, &env));
-    snprintf(out.path, sizeof out.path, "%s/ends.data", dir);
-    snprintf(r.path, sizeof r.path, "%s/ends.run", dir);
-    store_err = 0;
+    store_fixture f;
+    store_setup(&f, dir, "ends", 5);
     static char want[5][4096];
     memset(want, 0, sizeof want);
     /* (job, partition, fill, body): partition 3 gets nothing. */
@@ -244,38 +256,20 @@ static void test_store_ends(const char *dir)
         {5, 1, 'B', 300}, {6, 4, 'E', 20},                                    /* held */
         {7, 0, 'x', 5}, {8, 1, 'y', 6}, {9, 2, 'z', 7}, {10, 4, 'w', 8}};      /* after the end */
     const size_t nput = sizeof put / sizeof put[0];
-    for (size_t i = 0; i < nput; i++) runs_note_job(&r, put[i].p, put[i].job);
+    for (size_t i = 0; i < nput; i++) runs_note_job(&f.r, put[i].p, put[i].job);
     for (size_t i = 0; i < nput; i++) {
-        if (i == 4) CHECK_RC(runs_spill(&r));
-        if (i == 6) runs_end_input(&r, &out);
-        chunk *k = tail_chunk(&c, put[i].p, put[i].fill, put[i].body, "#END");
+        if (i == 4) CHECK_RC(runs_spill(&f.r));
+        if (i == 6) runs_end_input(&f.r, &f.out);
+        chunk *k = tail_chunk(&f.c, put[i].p, put[i].fill, put[i].body, "#END");
         memset(want[put[i].p] + strlen(want[put[i].p]), put[i].fill, put[i].body);
-        CHECK_RC(r.d.ops->put(&r.d, &k, 1, put[i].job));
-        if (i == 6) CHECK(out.len[0] == 705 + 4); /* partition 0 complete: written, with its end */
+        CHECK_RC(f.r.d.ops->put(&f.r.d, &k, 1, put[i].job));
+        if (i == 6) CHECK(f.out.len[0] == 705 + 4); /* partition 0 complete: written, with its end */
     }
-    CHECK_RC(r.d.ops->finish(&r.d, &out));
-    CHECK(store_err == 0);
-    CHECK(io.bytes_spilled == 700 + 50 + 900 + 10); /* bodies only */
-
-    static char all[5 * 4096];
-    all[0] = 0;
-    for (uint32_t p = 0; p < 5; p++) {
+    CHECK_RC(f.r.d.ops->finish(&f.r.d, &f.out));
+    CHECK(f.io.bytes_spilled == 700 + 50 + 900 + 10); /* bodies only */
+    for (uint32_t p = 0; p < 5; p++)
         if (want[p][0]) strcat(want[p], "#END");
-        size_t len = strlen(want[p]);
-        strcat(all, want[p]);
-        CHECK(out.len[p] == len);
-        CHECK(out.sum[p] == checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), want[p], len));
-    }
-    size_t got_len;
-    unsigned char *got = read_file(out.path, &got_len);
-    CHECK(got && got_len == strlen(all) && !memcmp(got, all, got_len));
-    CHECK(access(r.path, F_OK) != 0);
-    free(got);
-    unlink(out.path);
-    runs_free(&r);
-    out_free(&out);
-    eng_client_destroy(&c);
-    mts_engine_free(e);
+    store_check_free(&f, want);
 }
 
 int main(void)
