@@ -110,7 +110,9 @@ def main():
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error("no command given")
-    if "--parallel" in cmd and cmd[cmd.index("--parallel") + 1:][:1] != ["1"]:
+    parallel = [x.split("=", 1)[1] for x in cmd if x.startswith("--parallel=")]
+    parallel += [cmd[i + 1] if i + 1 < len(cmd) else "" for i, x in enumerate(cmd) if x == "--parallel"]
+    if any(v != "1" for v in parallel):
         ap.error("tasks must run one after another (--parallel 1)")
     if not shutil.which("perf"):
         raise SystemExit("perf is not installed (Debian: apt-get install linux-perf)")

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "bench_timing.h"
+#include "cli.h"
 #include "workload.h"
 
 #define PAGE (32u << 10)
@@ -112,21 +113,13 @@ int main(int argc, char **argv)
         return 1;
     }
     size_t rec = 8 + WL_ROW_BYTES, len = rows * rec;
-    unsigned char *tagged = malloc(len), *seq = malloc(len);
+    unsigned char *tagged = bench_tagged(&b), *seq = malloc(len); /* the bench's own tagged buffer */
     scatter s = {{malloc(ARENA), malloc(ARENA)}, 0, 0, parts, malloc(parts * sizeof(uint32_t)),
                  malloc(parts * sizeof(uint32_t))};
     double *t[3] = {malloc(reps * sizeof(double)), malloc(reps * sizeof(double)), malloc(reps * sizeof(double))};
     if (!tagged || !seq || !s.arena[0] || !s.arena[1] || !s.last || !s.fill || !t[0] || !t[1] || !t[2]) {
         fprintf(stderr, "mts_scatter_bench: out of memory\n");
         return 1;
-    }
-    for (uint64_t i = 0; i < rows; i++) {
-        unsigned char *r = tagged + i * rec;
-        for (int j = 0; j < 4; j++) {
-            r[j] = (unsigned char)(b.part[i] >> (24 - 8 * j));
-            r[4 + j] = (unsigned char)(WL_ROW_BYTES >> (24 - 8 * j));
-        }
-        memcpy(r + 8, b.unsorted + i * WL_ROW_BYTES, WL_ROW_BYTES);
     }
     memset(s.arena[0], 0, ARENA);
     memset(s.arena[1], 0, ARENA);
