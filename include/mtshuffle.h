@@ -170,7 +170,15 @@ typedef struct mts_writer_options {
                                       the caller commits index and checksums (Spark's
                                       IndexShuffleBlockResolver); dir may then be NULL and
                                       defaults to the path's directory. */
-    uint64_t reserved[8];          /* must be zero */
+    uint32_t writers_at_once;      /* writers and readers expected on the engine at once (a
+                                      Spark executor's task slots). Records out of partition
+                                      order are held in an arena fitted to its budget divided
+                                      by 4 x this, so that each of them can fill one while
+                                      its last compresses. Default 0: the writers and readers
+                                      on the engine when this writer is created, this one
+                                      included, and at least 2 */
+    uint32_t reserved32;           /* must be zero */
+    uint64_t reserved[7];          /* must be zero */
 } mts_writer_options;
 
 /* Fills *opts with the defaults written above. */

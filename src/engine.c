@@ -246,6 +246,14 @@ int mts_engine_get_stats(const mts_engine *ce, mts_engine_stats *st)
 uint64_t eng_cap(const mts_engine *e) { return e->cap; }
 unsigned eng_threads(const mts_engine *e) { return e->nthreads; }
 
+uint32_t eng_clients(mts_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    uint32_t n = e->nclients;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
 int eng_client_init(eng_client *c, mts_engine *e, const eng_client_ops *ops, void *ctx)
 {
     memset(c, 0, sizeof *c);

@@ -143,6 +143,8 @@ int eng_note_reclaimable(eng_client *c, int64_t delta);
 void eng_client_abort(eng_client *c);
 uint64_t eng_cap(const mts_engine *e);
 unsigned eng_threads(const mts_engine *e);
+/* Writers and readers on the engine now. */
+uint32_t eng_clients(mts_engine *e);
 
 typedef struct eng_client_stats {
     uint64_t held, peak, wait_ns;

@@ -137,7 +137,7 @@ struct mts_writer {
 /* writer_open.c */
 int writer_validate(const mts_writer_options *o, char *err, size_t len);
 int writer_build_names(mts_writer *w);
-void writer_fit_sizes(mts_writer *w, uint64_t cap);
+void writer_fit_sizes(mts_writer *w, uint64_t cap, uint32_t sharers);
 int writer_open_outputs(mts_writer *w, const char **what);
 
 /* writer.c */

@@ -15,6 +15,7 @@
 #define MIN_JOB_SIZE MTS_MIN_JOB_SIZE
 #define ARENA_MAX (32ull << 20)
 #define ARENA_MIN (4u << 10)
+#define MAX_WRITERS_AT_ONCE 65536u
 #define PAGE_MAX (64u << 10) /* arena pages */
 #define PAGE_MIN 256u
 
@@ -58,6 +59,9 @@ int writer_validate(const mts_writer_options *o, char *err, size_t len)
           "options: max_bytes_in_flight %llu is below the minimum %u", (unsigned long long)o->max_bytes_in_flight,
           MTS_MIN_BYTES_IN_FLIGHT);
     CHECK(o->job_size >= MIN_JOB_SIZE, "options: job_size %u is below %u", o->job_size, MIN_JOB_SIZE);
+    CHECK(o->writers_at_once <= MAX_WRITERS_AT_ONCE, "options: writers_at_once %u is above %u", o->writers_at_once,
+          MAX_WRITERS_AT_ONCE);
+    CHECK(o->reserved32 == 0, "options: reserved32 must be 0");
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         CHECK(o->reserved[i] == 0, "options: reserved[%zu] must be 0", i);
     struct stat st;
@@ -93,12 +97,18 @@ int writer_build_names(mts_writer *w)
     return 0;
 }
 
-/* Job, arena and job charge sizes fitted to the engine's budget. */
-void writer_fit_sizes(mts_writer *w, uint64_t cap)
+/* Job, arena and job charge sizes fitted to the engine's budget, shared by
+ * `sharers` writers and readers. An arena's reservation is about twice the
+ * arena (its pages and their compressed bound) and a writer keeps one
+ * filling while its last compresses, so each sharer's arenas take about
+ * 4 x arena: with an arena of budget / (4 x sharers), that many writers can
+ * all be filling at once instead of the later ones waiting for the budget
+ * while their callers' cores idle. */
+void writer_fit_sizes(mts_writer *w, uint64_t cap, uint32_t sharers)
 {
     w->job_size = MTS_MAX(MIN_JOB_SIZE, MTS_MIN((uint64_t)w->o.job_size, cap / 16));
     w->job_charge_cap = 2 * w->job_size + 4096;
-    uint64_t arena = MTS_MAX(ARENA_MIN, MTS_MIN(ARENA_MAX, cap / 8));
+    uint64_t arena = MTS_MAX(ARENA_MIN, MTS_MIN(ARENA_MAX, cap / (4ull * MTS_MAX(2u, sharers))));
     /* Pages: a power of two, at most a job; one in every partition fills at
      * most 7/8 of the arena, so that most pages are full when it is. */
     uint32_t page = PAGE_MAX;

@@ -239,6 +239,110 @@ static void *monitor_main(void *arg)
     return NULL;
 }
 
+/* ---- writers fitted to the engine's sharers ---------------------------------
+ * AT_ONCE writers of records out of partition order each take an arena, then
+ * wait for one another before they commit, as a Spark executor's tasks hold
+ * theirs while the JVM makes the next buffer of rows. With arenas fitted to
+ * AT_ONCE writers all get there; fitted to two (arenas of a quarter of the
+ * budget each, as if one writer had the budget to itself), only the first
+ * few do, the others waiting for the budget until those commit. */
+#define AT_ONCE 8
+#define AT_ONCE_BUDGET (16u << 20)
+
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived, open;
+} gate;
+
+typedef struct at_once_arg {
+    mts_writer *w;
+    gate *g;
+    int rc;
+} at_once_arg;
+
+static void *at_once_main(void *arg)
+{
+    at_once_arg *a = arg;
+    /* Partition 1 then 0: held from the second record on, in an arena. */
+    int rc = mts_writer_append(a->w, 1, "later", 5);
+    if (rc == 0) rc = mts_writer_append(a->w, 0, "first", 5);
+    pthread_mutex_lock(&a->g->mu);
+    a->g->arrived++;
+    pthread_cond_broadcast(&a->g->cv);
+    while (!a->g->open) pthread_cond_wait(&a->g->cv, &a->g->mu);
+    pthread_mutex_unlock(&a->g->mu);
+    uint64_t lens[4];
+    if (rc == 0) rc = mts_writer_commit(a->w, lens, NULL, NULL);
+    if (rc == 0 && (lens[0] == 0 || lens[1] == 0 || lens[2] || lens[3])) rc = MTS_E_CORRUPT; /* a partition lost or one too many */
+    a->rc = rc;
+    return NULL;
+}
+
+/* Runs AT_ONCE writers made with writers_at_once (0: fitted to the writers
+ * on the engine, with AT_ONCE idle ones there already, as when a later wave
+ * of tasks starts); returns how many took their arena within wait_ms. */
+static int writers_at_once_run(uint32_t writers_at_once, unsigned wait_ms)
+{
+    mts_engine *e;
+    char err[300];
+    CHECK_RC(mts_engine_create(2, AT_ONCE_BUDGET, &e, err, sizeof err));
+    mts_writer_options o = test_options(root, 4);
+    o.engine = e;
+    mts_writer *idle[AT_ONCE] = {0};
+    for (int i = 0; i < AT_ONCE && !writers_at_once; i++) {
+        o.map_id = AT_ONCE + i;
+        idle[i] = test_writer(&o);
+    }
+    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    at_once_arg args[AT_ONCE];
+    pthread_t th[AT_ONCE];
+    o.writers_at_once = writers_at_once;
+    for (int i = 0; i < AT_ONCE; i++) {
+        o.map_id = i;
+        args[i] = (at_once_arg){test_writer(&o), &g, 0};
+        pthread_create(&th[i], NULL, at_once_main, &args[i]);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += wait_ms / 1000;
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&g.mu);
+    while (g.arrived < AT_ONCE && pthread_cond_timedwait(&g.cv, &g.mu, &until) == 0) {
+    }
+    int arrived = g.arrived;
+    g.open = 1; /* the rest take their arenas as the first commit */
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    for (int i = 0; i < AT_ONCE; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_RC(args[i].rc);
+        mts_writer_free(args[i].w);
+        mts_writer_free(idle[i]);
+    }
+    mts_engine_stats es;
+    CHECK_RC(mts_engine_get_stats(e, &es));
+    CHECK(es.peak_bytes_held <= AT_ONCE_BUDGET && es.clients == 0);
+    mts_engine_free(e);
+    rm_rf(root);
+    CHECK(mkdir(root, 0755) == 0);
+    return arrived;
+}
+
+static void test_writers_at_once(void)
+{
+    int fitted = writers_at_once_run(AT_ONCE, 20000);
+    int as_two = writers_at_once_run(2, 300);
+    int automatic = writers_at_once_run(0, 20000);
+    printf("test_shared: %d writers on a %u MiB budget holding arenas at once: %d fitted to %d, %d fitted to 2, "
+           "%d fitted to the writers on the engine\n", AT_ONCE, AT_ONCE_BUDGET >> 20, fitted, AT_ONCE, as_two,
+           automatic);
+    CHECK(fitted == AT_ONCE);
+    CHECK(as_two < AT_ONCE); /* the control: arenas of a quarter of the budget leave some waiting */
+    CHECK(automatic == AT_ONCE);
+}
+
 static void on_alarm(int sig)
 {
     (void)sig;
@@ -264,6 +368,8 @@ int main(void)
     pool = malloc(pool_len);
     uint64_t s = test_seed;
     for (size_t i = 0; i < pool_len; i++) pool[i] = (unsigned char)(rng_below(&s, 7) + (i / 97) % 5);
+
+    test_writers_at_once();
 
     char err[300];
     CHECK_RC(mts_engine_create(WORKERS, BUDGET, &engine, err, sizeof err));
