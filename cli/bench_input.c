@@ -1,6 +1,7 @@
 /* How mtshuffle bench hands a task's rows to a writer, in each input shape. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "mtshuffle.h"
@@ -31,7 +32,7 @@ static void batch_given_back(void *ctx)
 }
 
 int bench_feed(mts_writer *w, int input, const wl_batch *batches, uint32_t nbatches, unsigned char *const *tagged,
-               uint32_t *batches_done)
+               uint32_t produce_us, uint32_t *batches_done)
 {
     int rc = 0;
     for (uint32_t k = 0; rc == 0 && k < nbatches; k++) {
@@ -51,8 +52,10 @@ int bench_feed(mts_writer *w, int input, const wl_batch *batches, uint32_t nbatc
             break;
         case IN_TAGGED: {
             size_t total = bt->rows * TAGGED_ROW, per = TAGGED_BUFFER / TAGGED_ROW * TAGGED_ROW;
-            for (size_t off = 0; rc == 0 && off < total; off += per)
+            for (size_t off = 0; rc == 0 && off < total; off += per) {
+                if (produce_us) usleep(produce_us);
                 rc = mts_writer_append_tagged(w, tagged[k] + off, total - off < per ? total - off : per);
+            }
             break;
         }
         }

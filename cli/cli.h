@@ -31,10 +31,12 @@ enum { IN_BATCH, IN_RECORDS, IN_UNSORTED, IN_TAGGED, IN_ASYNC };
 struct wl_batch;
 /* The batch's rows in generation order as tagged records (malloc'd). */
 unsigned char *bench_tagged(const struct wl_batch *bt);
-/* IN_ASYNC counts the batches given back in *batches_done (atomically: from
- * engine threads), all of them once the writer has committed. */
+/* IN_TAGGED pauses produce_us before each buffer (the task making its
+ * rows). IN_ASYNC counts the batches given back in *batches_done
+ * (atomically: from engine threads), all of them once the writer has
+ * committed. */
 int bench_feed(mts_writer *w, int input, const struct wl_batch *batches, uint32_t nbatches,
-               unsigned char *const *tagged, uint32_t *batches_done);
+               unsigned char *const *tagged, uint32_t produce_us, uint32_t *batches_done);
 
 /* bench_tiny.c: mtshuffle bench's tiny-* contenders */
 void tiny_writers(const char *dir, const mts_writer_options *base, mts_engine *engine, uint32_t writers);

@@ -78,6 +78,7 @@ typedef struct bench {
     int input;              /* IN_*: the shape the writers get the input in */
     int shared_engine;      /* writers and readers run on `engine` (else each its own) */
     uint32_t parallel;      /* tasks written at once, each on its own thread */
+    uint32_t produce_us;    /* IN_TAGGED: the task's pause before each buffer */
     unsigned char ***tagged; /* per task, per batch: IN_TAGGED's buffers */
     mts_engine *engine;     /* tiny-engine's, made once before the clock starts */
     int failed;
@@ -111,6 +112,7 @@ typedef struct writer_run {
     mts_strategy strategy;
     uint32_t next;       /* the next task to write, taken atomically */
     uint64_t peak_held;  /* the largest writer's, under mu */
+    uint64_t wait_ns;    /* the writers' budget waits, summed, under mu */
     pthread_mutex_t mu;
 } writer_run;
 
@@ -131,7 +133,8 @@ static void *writer_main(void *arg)
         char err[600];
         if (mts_writer_create(&o, &w, err, sizeof err) < 0) die("create", err);
         uint32_t given_back = 0;
-        int rc = bench_feed(w, b->input, b->batch[t], b->nbatches[t], b->tagged ? b->tagged[t] : NULL, &given_back);
+        int rc = bench_feed(w, b->input, b->batch[t], b->nbatches[t], b->tagged ? b->tagged[t] : NULL, b->produce_us,
+                            &given_back);
         if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, NULL);
         if (rc < 0) die("write", mts_writer_error(w));
         if (b->input == IN_ASYNC && __atomic_load_n(&given_back, __ATOMIC_RELAXED) != b->nbatches[t])
@@ -140,15 +143,16 @@ static void *writer_main(void *arg)
         mts_writer_get_stats(w, &st);
         pthread_mutex_lock(&wr->mu);
         if (st.peak_bytes_held > wr->peak_held) wr->peak_held = st.peak_bytes_held;
+        wr->wait_ns += st.budget_wait_ns;
         pthread_mutex_unlock(&wr->mu);
         mts_writer_free(w);
     }
 }
 
 /* The tasks, `parallel` at a time (one after another when 1). */
-static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
+static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held, double *wait_s)
 {
-    writer_run wr = {b, strategy, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+    writer_run wr = {b, strategy, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER};
     if (b->parallel <= 1) {
         writer_main(&wr);
     } else {
@@ -158,6 +162,7 @@ static void run_writer(bench *b, mts_strategy strategy, uint64_t *peak_held)
         for (uint32_t i = 0; i < b->parallel; i++) pthread_join(th[i], NULL);
     }
     *peak_held = wr.peak_held;
+    *wait_s = wr.wait_ns / 1e9;
 }
 
 static void *compress_main(void *arg)
@@ -387,7 +392,8 @@ int cmd_bench(int argc, char **argv)
         {"skew", 1, 0, 'S'}, {"codec", 1, 0, 'c'}, {"level", 1, 0, 'l'}, {"threads", 1, 0, 't'},
         {"budget-mib", 1, 0, 'b'}, {"fsync", 0, 0, 'f'}, {"reps", 1, 0, 'r'}, {"dir", 1, 0, 'd'},
         {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"tiny-writers", 1, 0, 'W'}, {"input", 1, 0, 'I'},
-        {"engine", 1, 0, 'E'}, {"parallel", 1, 0, 'Q'}, {"warmup", 1, 0, 'w'}, {"help", 0, 0, 'h'},
+        {"engine", 1, 0, 'E'}, {"parallel", 1, 0, 'Q'}, {"warmup", 1, 0, 'w'}, {"produce-ms", 1, 0, 'm'},
+        {"writers-at-once", 1, 0, 'A'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int ch, bad = 0;
     optind = 1;
@@ -440,6 +446,13 @@ int cmd_bench(int argc, char **argv)
             }
             break;
         case 'Q': bad = cli_u32(B, "parallel", optarg, 1, MAX_PARALLEL, &b.parallel); break;
+        case 'm': {
+            double ms;
+            bad = cli_double(B, "produce-ms", optarg, 0, 60000, &ms);
+            b.produce_us = (uint32_t)(ms * 1000 + 0.5);
+            break;
+        }
+        case 'A': bad = cli_u32(B, "writers-at-once", optarg, 0, 65536, &b.o.writers_at_once); break;
         case 'W': bad = cli_u32(B, "tiny-writers", optarg, 1, 1000000, &b.tiny_writers); break;
         case 'I': {
             int i = 0;
@@ -462,17 +475,27 @@ int cmd_bench(int argc, char **argv)
                    "       the clock starts, as in a Spark executor (the default), or each its own)\n"
                    "       [--parallel P] (P tasks at a time, each on its own thread, as an executor's\n"
                    "       P cores run them; default 1: one after another)\n"
+                   "       [--produce-ms MS] (tagged input: each task pauses MS ms before each 8 MiB\n"
+                   "       buffer, as a Spark task makes its rows on its own core; it sleeps, so the\n"
+                   "       pauses stand for cores this machine need not have)\n"
+                   "       [--writers-at-once N] (the writers' option; default 0: fitted to the\n"
+                   "       writers and readers on the engine when each is created)\n"
                    "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
                    "                     (the default), tiny-engine, tiny-own, tiny-files, read-always]\n"
                    "       [--warmup W] (W repetitions of every contender first, not kept; default 0)\n"
                    "One configuration, contenders interleaved; prints JSON samples per run: seconds,\n"
                    "cpu (CPU seconds of every thread and of a peer tool), faults (minor page faults),\n"
-                   "rss growth (and rss_first: in the first run, warm-up or not) and peak budget held.\n"
+                   "rss growth (and rss_first: in the first run, warm-up or not), peak budget held\n"
+                   "and the writers' budget waits (seconds, summed over the tasks).\n"
                    "bench/suite.py runs the whole suite.\n");
             return 0;
         default: return 2;
         }
         if (bad) return 2;
+    }
+    if (b.produce_us && b.input != IN_TAGGED) {
+        fprintf(stderr, "bench: --produce-ms needs --input tagged\n");
+        return 2;
     }
     b.wl.partitions = b.o.num_partitions;
     if (cli_mkdirs(b.dir) != 0) die(b.dir, strerror(errno));
@@ -501,7 +524,7 @@ int cmd_bench(int argc, char **argv)
     if ((b.use[8] || b.shared_engine) && mts_engine_create(b.o.threads, b.o.max_bytes_in_flight, &b.engine, err, sizeof err) < 0)
         die("engine", err);
 
-    double samples[MAX_CONTENDERS][MAX_REPS], cpu[MAX_CONTENDERS][MAX_REPS];
+    double samples[MAX_CONTENDERS][MAX_REPS], cpu[MAX_CONTENDERS][MAX_REPS], wait[MAX_CONTENDERS][MAX_REPS];
     uint64_t rss[MAX_CONTENDERS][MAX_REPS], held[MAX_CONTENDERS][MAX_REPS], faults[MAX_CONTENDERS][MAX_REPS];
     uint64_t bytes_out = 0;
     if (b.reps > 64) b.reps = 64;
@@ -523,11 +546,13 @@ int cmd_bench(int argc, char **argv)
             if (c == 3 && !b.use[2]) { b.next = 0; run_threads(&b, compress_main); }
             if (needs_output && !b.use[0] && (c == 6 || (c == 11 && !b.use[6]) || (c == 7 && !b.use[6] && !b.use[11]))) {
                 uint64_t h;
+                double ws;
                 remove_outputs(&b);
-                run_writer(&b, MTS_STRATEGY_STREAMING, &h);
+                run_writer(&b, MTS_STRATEGY_STREAMING, &h, &ws);
             }
             if (c == 7 && !b.stored) load_stored(&b);
             held[c][rep] = 0;
+            wait[c][rep] = 0;
             cli_reset_peak_rss();
             uint64_t rss0 = cli_current_rss();
             double cpu0, cpu1;
@@ -535,8 +560,8 @@ int cmd_bench(int argc, char **argv)
             cli_usage(&cpu0, &faults0);
             double t0 = cli_now();
             switch (c) {
-            case 0: run_writer(&b, MTS_STRATEGY_STREAMING, &held[c][rep]); break;
-            case 1: run_writer(&b, MTS_STRATEGY_BASELINE, &held[c][rep]); break;
+            case 0: run_writer(&b, MTS_STRATEGY_STREAMING, &held[c][rep], &wait[c][rep]); break;
+            case 1: run_writer(&b, MTS_STRATEGY_BASELINE, &held[c][rep], &wait[c][rep]); break;
             case 2: run_threads(&b, compress_main); break;
             case 3: write_only(&b); break;
             case 4: run_peer(&b, "lz4"); break;
@@ -574,11 +599,11 @@ int cmd_bench(int argc, char **argv)
 
     printf("{\"config\":{\"tasks\":%u,\"task_mib\":%.3f,\"batches\":%.3f,\"partitions\":%u,\"skew\":%.3f,"
            "\"codec\":\"%s\",\"level\":%d,\"threads\":%u,\"budget\":%llu,\"fsync\":%d,\"reps\":%u,\"warmup\":%u,\"dir\":\"%s\","
-           "\"input\":\"%s\",\"engine\":\"%s\",\"parallel\":%u},"
+           "\"input\":\"%s\",\"engine\":\"%s\",\"parallel\":%u,\"produce_ms\":%.3f,\"writers_at_once\":%u},"
            "\"bytes_in\":%llu,\"bytes_out\":%llu,\"compressed_only_bytes\":%llu,\"samples\":{",
            b.tasks, b.task_mib, b.batches, b.o.num_partitions, b.wl.skew, mts_codec_name(b.o.codec), b.o.level,
            b.o.threads, (unsigned long long)b.o.max_bytes_in_flight, b.o.fsync, b.reps, b.warmup, b.dir, input_names[b.input],
-           b.shared_engine ? "shared" : "per-task", b.parallel,
+           b.shared_engine ? "shared" : "per-task", b.parallel, b.produce_us / 1000.0, b.o.writers_at_once,
            (unsigned long long)b.bytes_in, (unsigned long long)bytes_out, (unsigned long long)b.compressed);
     const char *sep = "";
     for (int c = 0; c < MAX_CONTENDERS; c++) {
@@ -593,6 +618,8 @@ int cmd_bench(int argc, char **argv)
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)rss[c][r]);
         printf("],\"rss_first\":%llu,\"peak_held\":[", (unsigned long long)rss_first[c]);
         for (uint32_t r = 0; r < b.reps; r++) printf("%s%llu", r ? "," : "", (unsigned long long)held[c][r]);
+        printf("],\"budget_wait\":[");
+        for (uint32_t r = 0; r < b.reps; r++) printf("%s%.6f", r ? "," : "", wait[c][r]);
         printf("]}");
         sep = ",";
     }
