@@ -98,18 +98,18 @@ JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeShuffleWriter_bufferAddress(JNI
 
 JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeShuffleWriter_create(JNIEnv *env, jclass cls, jlong engine,
     jstring data_path, jint partitions, jint codec, jint level, jint block_size, jint checksum, jint threads, jlong budget,
-    jint strategy, jboolean fsync)
+    jint writers_at_once, jint strategy, jboolean fsync)
 {
     (void)cls;
     if (!data_path) {
         throw_named(env, "java/lang/NullPointerException", "dataPath");
         return 0;
     }
-    if (partitions < 1 || threads < 1 || budget < 0 || block_size < 0) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "mtshuffle create: numPartitions %d, threads %d, maxBytesInFlight %lld, blockSize %d: "
-                 "none may be negative, partitions and threads at least 1 (num_partitions)", (int)partitions,
-                 (int)threads, (long long)budget, (int)block_size);
+    if (partitions < 1 || threads < 1 || budget < 0 || block_size < 0 || writers_at_once < 0) {
+        char msg[240];
+        snprintf(msg, sizeof msg, "mtshuffle create: numPartitions %d, threads %d, maxBytesInFlight %lld, blockSize %d, "
+                 "writersAtOnce %d: none may be negative, partitions and threads at least 1 (num_partitions)",
+                 (int)partitions, (int)threads, (long long)budget, (int)block_size, (int)writers_at_once);
         throw_named(env, "java/lang/IllegalArgumentException", msg);
         return 0;
     }
@@ -126,6 +126,7 @@ JNIEXPORT jlong JNICALL Java_org_mtshuffle_NativeShuffleWriter_create(JNIEnv *en
     o.engine = (mts_engine *)(intptr_t)engine; /* 0: a private engine of threads and budget */
     o.threads = (uint32_t)threads;
     o.max_bytes_in_flight = (uint64_t)budget;
+    o.writers_at_once = (uint32_t)writers_at_once;
     o.strategy = (mts_strategy)strategy;
     o.fsync = fsync ? 1 : 0;
     mts_writer *w = NULL;

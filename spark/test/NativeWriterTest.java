@@ -229,6 +229,52 @@ public class NativeWriterTest {
             check(true, "closed engine");
         }
         System.out.println("shared engine: " + writers + " writers on 2 threads and a 2 MiB budget, ok");
+        slots(dir);
+    }
+
+    /**
+     * An engine sized for 8 task slots: 8 writers of unsorted records, opened one after another on
+     * one thread and all holding their records before any finishes, fit its 16 MiB budget together
+     * (sized for the writers on the engine as each is created, the sixth would wait for the budget
+     * that only the others' finish gives back: here, for ever).
+     */
+    static void slots(Path dir) throws Exception {
+        rejects("engine with negative slots", "writersAtOnce", () -> new NativeEngine(2, 1 << 20, -1));
+        int n = 20, writers = 8;
+        NativeEngine e = new NativeEngine(2, 16 << 20, writers);
+        check(e.writersAtOnce() == writers, "engine: writers sized for its slots");
+        List<Throwable> errors = Collections.synchronizedList(new ArrayList<>());
+        Thread t = new Thread(() -> {
+            List<NativeShuffleWriter> ws = new ArrayList<>();
+            try {
+                List<byte[][]> want = new ArrayList<>();
+                for (int k = 0; k < writers; k++) {
+                    ws.add(new NativeShuffleWriter(e, dir.resolve("slot_" + k + ".data").toString(), n,
+                            NativeShuffleWriter.CODEC_LZ4, 1, 32768, NativeShuffleWriter.CHECKSUM_ADLER32,
+                            NativeShuffleWriter.STRATEGY_STREAMING, false));
+                    want.add(fill(ws.get(k), n, 200 + k, 1));
+                }
+                for (int k = 0; k < writers; k++) {
+                    long[] sums = new long[n];
+                    Path data = dir.resolve("slot_" + k + ".data");
+                    verify(data, ws.get(k).finish(sums), sums, want.get(k));
+                    Files.delete(data);
+                }
+            } catch (Throwable x) {
+                errors.add(x);
+            } finally {
+                for (NativeShuffleWriter w : ws) w.close();
+            }
+        });
+        t.setDaemon(true);
+        t.start();
+        t.join(120_000);
+        check(!t.isAlive(), "8 writers sized for 8 slots hold their records at once (one waits for the budget)");
+        if (!errors.isEmpty()) throw new AssertionError("a writer sized for the engine's slots failed", errors.get(0));
+        long[] st = e.stats();
+        check(st[6] <= (16 << 20) && st[2] == 0, "engine: peak held within the budget: " + Arrays.toString(st));
+        e.close();
+        System.out.println("engine slots: " + writers + " writers of unsorted records on a 16 MiB budget at once, ok");
     }
 
     /**

@@ -31,14 +31,15 @@ public final class NativeShuffleWriter implements AutoCloseable {
                                int checksum, int threads, long maxBytesInFlight, int strategy, boolean fsync)
             throws IOException {
         this.handle = create(0, dataPath, numPartitions, codec, level, blockSize, checksum, threads,
-                maxBytesInFlight, strategy, fsync);
+                maxBytesInFlight, 0, strategy, fsync);
     }
 
-    /** A writer on a shared engine: its threads and budget serve every writer on it. */
+    /** A writer on a shared engine: its threads and budget serve every writer on it; sized for the
+     *  engine's writersAtOnce(). */
     public NativeShuffleWriter(NativeEngine engine, String dataPath, int numPartitions, int codec, int level,
                                int blockSize, int checksum, int strategy, boolean fsync) throws IOException {
         this.handle = create(engine.handle(), dataPath, numPartitions, codec, level, blockSize, checksum, 1, 0,
-                strategy, fsync);
+                engine.writersAtOnce(), strategy, fsync);
     }
 
     /** The native address of a direct buffer's first byte (for copies into it with Spark's Platform). */
@@ -85,7 +86,8 @@ public final class NativeShuffleWriter implements AutoCloseable {
     }
 
     private static native long create(long engine, String dataPath, int numPartitions, int codec, int level, int blockSize,
-                                      int checksum, int threads, long maxBytesInFlight, int strategy, boolean fsync)
+                                      int checksum, int threads, long maxBytesInFlight, int writersAtOnce,
+                                      int strategy, boolean fsync)
             throws IOException;
     private static native void writeTagged(long h, ByteBuffer buf, int length) throws IOException;
     private static native void addBatch(long h, ByteBuffer buf, long[] offsets) throws IOException;

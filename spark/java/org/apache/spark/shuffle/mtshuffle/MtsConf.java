@@ -14,7 +14,8 @@ import org.mtshuffle.NativeShuffleWriter;
  * spark.mtshuffle.threads           compression threads per executor; default: the executor's cores
  *                                   (executorCores())
  * spark.mtshuffle.maxBytesInFlight  hard cap on the bytes the executor's engine holds (input held,
- *                                   compressed output waiting to be written); default 64m
+ *                                   compressed output waiting to be written); default 32m per task
+ *                                   slot (taskSlots()), at least 64m
  * spark.mtshuffle.bufferSize        each running task's direct buffer of serialized records; default 8m
  * spark.mtshuffle.strategy          streaming (default) or baseline (a temp file per partition, then
  *                                   one copy: the design mtshuffle replaces, kept to compare)
@@ -40,7 +41,9 @@ import org.mtshuffle.NativeShuffleWriter;
 final class MtsConf {
     static final String THREADS = "spark.mtshuffle.threads";
     static final String MAX_BYTES_IN_FLIGHT = "spark.mtshuffle.maxBytesInFlight";
-    static final String MAX_BYTES_IN_FLIGHT_DEFAULT = "64m";
+    /** The default budget: this much per task slot, and at least MIN_DEFAULT_BYTES_IN_FLIGHT. */
+    static final long BYTES_IN_FLIGHT_PER_SLOT = 32L << 20;
+    static final long MIN_DEFAULT_BYTES_IN_FLIGHT = 64L << 20;
     static final String BUFFER_SIZE = "spark.mtshuffle.bufferSize";
     static final String BUFFER_SIZE_DEFAULT = "8m";
     static final String STRATEGY = "spark.mtshuffle.strategy";
@@ -50,6 +53,9 @@ final class MtsConf {
     static final String READER_BLOCK_ACCESS = "spark.mtshuffle.reader.blockAccess";
 
     final int threads;
+    /** Tasks the executor runs at once: its cores over spark.task.cpus. Writers are sized so that this
+     *  many can each hold their unsorted records in the budget at once. */
+    final int taskSlots;
     final long maxBytesInFlight;
     final int bufferSize;
     final int strategy;
@@ -91,7 +97,9 @@ final class MtsConf {
         threads = conf.getInt(THREADS, executorCores(conf));
         if (threads < 1 || threads > 256)
             throw new IllegalArgumentException(THREADS + " = " + threads + ": must be in 1..256");
-        maxBytesInFlight = conf.getSizeAsBytes(MAX_BYTES_IN_FLIGHT, MAX_BYTES_IN_FLIGHT_DEFAULT);
+        taskSlots = Math.max(1, executorCores(conf) / Math.max(1, conf.getInt("spark.task.cpus", 1)));
+        maxBytesInFlight = conf.contains(MAX_BYTES_IN_FLIGHT) ? conf.getSizeAsBytes(MAX_BYTES_IN_FLIGHT)
+                : Math.max(MIN_DEFAULT_BYTES_IN_FLIGHT, BYTES_IN_FLIGHT_PER_SLOT * taskSlots);
         if (maxBytesInFlight < (64 << 10))
             throw new IllegalArgumentException(MAX_BYTES_IN_FLIGHT + " = " + maxBytesInFlight + ": must be at least 64k");
         long buf = conf.getSizeAsBytes(BUFFER_SIZE, BUFFER_SIZE_DEFAULT);

@@ -76,9 +76,10 @@ public class MtsShuffleManager extends SortShuffleManager {
         if (stopped) throw new IOException("mtshuffle: the shuffle manager is stopped");
         if (engine == null) {
             MtsConf c = settings();
-            engine = new NativeEngine(c.threads, c.maxBytesInFlight);
-            LOG.info("mtshuffle: executor engine started: {} threads, {} bytes in flight at most, native library from {}",
-                    c.threads, c.maxBytesInFlight, NativeLibrary.loadedFrom());
+            engine = new NativeEngine(c.threads, c.maxBytesInFlight, c.taskSlots);
+            LOG.info("mtshuffle: executor engine started: {} threads, {} bytes in flight at most, writers sized for "
+                    + "{} task slots, native library from {}", c.threads, c.maxBytesInFlight, c.taskSlots,
+                    NativeLibrary.loadedFrom());
         }
         return engine;
     }
