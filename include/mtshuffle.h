@@ -226,10 +226,10 @@ typedef void (*mts_batch_done)(void *ctx);
  * done is called exactly once, at the latest before mts_writer_finish, _commit,
  * _abort or _free returns; on an error return it is not called and the writer
  * no longer reads data. done may be NULL (data must then stay valid until one
- * of those calls returns). Unlike add_batch, which copies a batch that arrives
- * out of partition order into the writer's pages so that each partition's
- * slices of all batches compress together, each batch's slices here become
- * streams of their own. */
+ * of those calls returns). Both calls compress a batch in place, each
+ * partition's slice of it a stream of its own (a partition's streams are
+ * joined in the data file where the codec allows); add_batch waits for those
+ * jobs before it returns. */
 MTS_API int mts_writer_add_batch_async(mts_writer *w, const void *data, const uint64_t *offsets,
                                        mts_batch_done done, void *ctx);
 

@@ -55,30 +55,37 @@ static int submit_job(mts_writer *w, inbuf *in, destination *dest, const seg *pl
 
 /* Submits jobs for partitions [p_first, p_last] of in, partition p_first+k
  * spanning in->base[offs[k], offs[k+1]). Empty partitions get no segment.
- * Job charges come from *prepaid while it lasts, else from the budget. */
+ * Job charges come from *prepaid while it lasts, else from the budget.
+ * taper: the caller waits for these jobs, so as the input runs out they
+ * shrink (at least two a worker to the end, none under a quarter of a job),
+ * and the last ones, which run while the other workers have nothing left,
+ * end sooner. */
 static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_last, const uint64_t *offs,
-                        destination *dest, uint64_t *prepaid, int quiet)
+                        destination *dest, uint64_t *prepaid, int quiet, int taper)
 {
     uint32_t k = 0, count = p_last - p_first + 1;
     uint64_t pos = offs[0]; /* next byte of in to hand to a job */
+    uint64_t job_bytes = w->job_size, per_round = 2ull * eng_threads(w->engine);
     seg *plan = w->plan;
     for (;;) {
         uint32_t nsegs = 0;
         uint64_t in_bytes = 0, charge = sizeof(job);
+        if (taper)
+            job_bytes = MTS_MIN(w->job_size, MTS_MAX(w->job_size / 4, (offs[count] - pos) / per_round));
         while (k < count && nsegs < MAX_SEGS_PER_JOB) {
             uint64_t end = offs[k + 1];
             if (pos >= end) {
                 k++;
                 continue;
             }
-            uint64_t take = MTS_MIN(end - pos, w->job_size - in_bytes);
+            uint64_t take = MTS_MIN(end - pos, job_bytes - in_bytes);
             uint64_t c = job_seg_charge(w, take);
             if (nsegs && charge + c > w->job_charge_cap) break;
             plan[nsegs++] = (seg){p_first + k, pos, take, NULL};
             in_bytes += take;
             charge += c;
             pos += take;
-            if (in_bytes >= w->job_size) break;
+            if (in_bytes >= job_bytes) break;
         }
         if (nsegs == 0) return 0;
         if (prepaid && *prepaid >= charge) {
@@ -121,7 +128,7 @@ static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, ui
         return MTS_E_NOMEM;
     }
     *in = (inbuf){NULL, data, 0, NULL, 0, 1, done, ctx};
-    int rc = submit_range(w, in, p_first, p_last, offs, dest, NULL, 0);
+    int rc = submit_range(w, in, p_first, p_last, offs, dest, NULL, 0, !done && dest == &w->runs.d);
     if (done && rc == 0) {
         inbuf_unref(w, in); /* done runs here if the jobs are through already */
         return 0;
@@ -148,7 +155,7 @@ static int stage_flush(mts_writer *w, int last)
     w->stage = NULL;
     uint64_t offs[2] = {0, w->stage_used};
     int rc = submit_range(w, in, (uint32_t)w->cur_part, (uint32_t)w->cur_part, offs, &w->out.d, &w->stage_prepaid,
-                          last);
+                          last, 0);
     eng_release(&w->client, w->stage_prepaid);
     w->stage_prepaid = 0;
     inbuf_unref(w, in); /* the producer's reference */
@@ -414,41 +421,15 @@ int intake_flush(mts_writer *w, int last)
     return 0;
 }
 
-/* A grouped batch into the arena, each partition's bytes appended to its
- * chain (split across arenas where one fills), so that a partition's
- * slices of many batches compress as one stream, as one batch's would. */
-static int batch_to_chains(mts_writer *w, const unsigned char *data, const uint64_t *offsets)
-{
-    for (uint32_t p = 0; p < w->o.num_partitions; p++) {
-        const unsigned char *b = data + offsets[p];
-        uint64_t len = offsets[p + 1] - offsets[p];
-        while (len) {
-            FORWARD_IF_ERROR(arena_ready(w));
-            uint64_t n = MTS_MIN(len, arena_room(w, p));
-            if (n == 0) {
-                FORWARD_IF_ERROR(arena_flush(w, w->held_dest, 0));
-                continue;
-            }
-            chain_append(w, p, b, (size_t)n);
-            b += n;
-            len -= n;
-        }
-    }
-    return 0;
-}
-
 int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest, mts_batch_done done,
                  void *ctx)
 {
-    /* A batch that must be read before the call returns, bound for the run
-     * store, is copied into the arena: waiting for its jobs instead costs a
-     * tail at every batch (BENCHMARKS.md). */
-    if (dest == &w->runs.d && !done) return batch_to_chains(w, data, offsets);
-    /* Compressed in place, borrowed: the data file (streaming), the run store
-     * (given asynchronously: each batch's slices streams of their own, which
-     * at lz4-java's block sizes cost next to nothing in output), or each
-     * batch's own streams into the partition files (the baseline, as the
-     * design before this one did). */
+    /* Compressed in place, borrowed: into the data file (streaming), the run
+     * store (each batch's slices streams of their own, joined there; given
+     * without waiting, or waited for with the last jobs tapered: copying the
+     * batch into the arena instead cost more than those tails,
+     * BENCHMARKS.md), or each batch's own streams into the partition files
+     * (the baseline, as the design before this one did). */
     FORWARD_IF_ERROR(intake_flush(w, 0)); /* keeps arrival order; holds nothing of its own after */
     return submit_borrowed(w, data, 0, w->o.num_partitions - 1, offsets, dest, done, ctx);
 }
