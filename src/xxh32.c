@@ -99,73 +99,68 @@ AVX2 static void stripes_x4(const unsigned char *const *p, size_t stripes, uint3
     _mm256_storeu_si256((__m256i *)(void *)(acc + 8), a23);
 }
 
-/* Four blocks of at least 16 bytes (m < 4 of them real, the rest copies of
- * the first): their stripes together while two or more have some left, in
- * rounds as long as the shortest of those (a lane done is refilled with a
- * copy of a live one, whose result is dropped), then each on its own. */
-static void xxh32_x4(const unsigned char *const *b, const size_t *lens, unsigned m, uint32_t seed, uint32_t *out)
+/* Four lanes, each hashing one block of at least 16 bytes: their stripes go
+ * together, in rounds as long as the shortest live lane's rest; a lane whose
+ * block has under a stripe left finishes it and takes the next block, so the
+ * lanes stay full across blocks of unequal lengths. A lane with no block left
+ * runs on a live lane's bytes and its result is dropped; the last block
+ * alone finishes on its own. Blocks under 16 bytes go through the library. */
+static void xxh32_lanes(const unsigned char *const *b, const size_t *lens, unsigned n, uint32_t seed, uint32_t *out)
 {
     uint32_t acc[16];
-    size_t done[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 4; k++) {
-        acc[4 * k] = seed + P1 + P2;
-        acc[4 * k + 1] = seed + P2;
-        acc[4 * k + 2] = seed;
-        acc[4 * k + 3] = seed - P1;
-    }
+    size_t done[4];
+    unsigned idx[4], next = 0, nlive = 0;
+    for (unsigned j = 0; j < 4; j++) idx[j] = UINT32_MAX;
     for (;;) {
-        unsigned live[4], nlive = 0;
-        size_t stripes = SIZE_MAX;
-        for (unsigned k = 0; k < m; k++) {
-            size_t left = (lens[k] - done[k]) / 16;
-            if (left == 0) continue;
-            live[nlive++] = k;
-            stripes = MIN2(stripes, left);
+        /* Fill the empty lanes. */
+        for (unsigned j = 0; j < 4 && next < n; j++) {
+            if (idx[j] != UINT32_MAX) continue;
+            while (next < n && lens[next] < 16) {
+                out[next] = (uint32_t)XXH32(b[next], lens[next], seed);
+                next++;
+            }
+            if (next == n) break;
+            idx[j] = next++;
+            done[j] = 0;
+            acc[4 * j] = seed + P1 + P2;
+            acc[4 * j + 1] = seed + P2;
+            acc[4 * j + 2] = seed;
+            acc[4 * j + 3] = seed - P1;
+            nlive++;
         }
         if (nlive < 2) break;
+        size_t stripes = SIZE_MAX;
+        unsigned any = 0;
+        for (unsigned j = 0; j < 4; j++)
+            if (idx[j] != UINT32_MAX) {
+                stripes = MIN2(stripes, (lens[idx[j]] - done[j]) / 16);
+                any = j;
+            }
         const unsigned char *p[4];
-        uint32_t lane[16];
+        for (unsigned j = 0; j < 4; j++)
+            p[j] = idx[j] != UINT32_MAX ? b[idx[j]] + done[j] : b[idx[any]] + done[any];
+        stripes_x4(p, stripes, acc);
         for (unsigned j = 0; j < 4; j++) {
-            unsigned k = live[j < nlive ? j : 0];
-            p[j] = b[k] + done[k];
-            memcpy(lane + 4 * j, acc + 4 * k, 16);
-        }
-        stripes_x4(p, stripes, lane);
-        for (unsigned j = 0; j < nlive; j++) {
-            memcpy(acc + 4 * live[j], lane + 4 * j, 16);
-            done[live[j]] += stripes * 16;
+            if (idx[j] == UINT32_MAX) continue;
+            done[j] += stripes * 16;
+            if (lens[idx[j]] - done[j] >= 16) continue;
+            out[idx[j]] = finish(acc + 4 * j, b[idx[j]], lens[idx[j]], done[j]);
+            idx[j] = UINT32_MAX;
+            nlive--;
         }
     }
-    for (unsigned k = 0; k < m; k++) out[k] = finish(acc + 4 * k, b[k], lens[k], done[k]);
+    for (unsigned j = 0; j < 4; j++)
+        if (idx[j] != UINT32_MAX) out[idx[j]] = finish(acc + 4 * j, b[idx[j]], lens[idx[j]], done[j]);
 }
 #endif
 
 void xxh32_many(const unsigned char *const *blocks, const size_t *lens, unsigned n, uint32_t seed, uint32_t *out)
 {
-    unsigned k = 0;
 #ifdef MTS_XXH32_X4
     if (n >= 2 && xxh32_simd()) {
-        /* Blocks of 16 bytes or more go four to a call (or the two or three
-         * left at the end); shorter ones, and one left alone, through the
-         * library. */
-        const unsigned char *b[4];
-        size_t len[4];
-        unsigned idx[4], m = 0;
-        for (; k < n; k++) {
-            if (lens[k] < 16) out[k] = (uint32_t)XXH32(blocks[k], lens[k], seed);
-            else b[m] = blocks[k], len[m] = lens[k], idx[m++] = k;
-            if (m == 0 || (m < 4 && k + 1 < n)) continue;
-            if (m == 1) {
-                out[idx[0]] = (uint32_t)XXH32(b[0], len[0], seed);
-            } else {
-                uint32_t got[4];
-                xxh32_x4(b, len, m, seed, got);
-                for (unsigned j = 0; j < m; j++) out[idx[j]] = got[j];
-            }
-            m = 0;
-        }
+        xxh32_lanes(blocks, lens, n, seed, out);
         return;
     }
 #endif
-    for (; k < n; k++) out[k] = (uint32_t)XXH32(blocks[k], lens[k], seed);
+    for (unsigned k = 0; k < n; k++) out[k] = (uint32_t)XXH32(blocks[k], lens[k], seed);
 }

@@ -8,9 +8,9 @@
 
 /* XXH32 of blocks[k][0, lens[k]) with seed, into out[k], for k < n. Where
  * the CPU has AVX2, blocks of 16 bytes or more are hashed four at a time,
- * their sixteen lanes in two AVX2 registers, together up to the shortest's
- * length (about three times the single-block rate on this project's
- * machine, BENCHMARKS.md). */
+ * their sixteen lanes in two AVX2 registers, a lane taking the next block as
+ * soon as its own ends (about three times the single-block rate on this
+ * project's machine for equal blocks, BENCHMARKS.md). */
 void xxh32_many(const unsigned char *const *blocks, const size_t *lens, unsigned n, uint32_t seed, uint32_t *out);
 
 /* 1 if xxh32_many hashes four blocks at once. */

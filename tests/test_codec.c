@@ -155,8 +155,9 @@ int main(void)
     }
 
     /* XXH32 of several blocks: the library's value for every block, with
-     * four blocks at once (where the CPU allows) and one at a time; runs of
-     * equal and unequal lengths, short ones, any alignment and seed. */
+     * four lanes at once (where the CPU allows; up to 20 blocks, so lanes
+     * take new blocks as theirs end) and one at a time; runs of equal and
+     * unequal lengths, short ones, any alignment and seed. */
     unsigned char *xb = malloc(1 << 20);
     fill(&s, xb, 1 << 20, 0);
     for (int simd = 1; simd >= 0; simd--) {
@@ -165,10 +166,10 @@ int main(void)
         CHECK(xxh32_simd() == (simd && __builtin_cpu_supports("avx2")));
 #endif
         for (int t = 0; t < 400; t++) {
-            const unsigned char *bl[9];
-            size_t ln[9];
-            uint32_t got[9], seed = (uint32_t)rng_next(&s);
-            unsigned nb = (unsigned)rng_below(&s, 10);
+            const unsigned char *bl[20];
+            size_t ln[20];
+            uint32_t got[20], seed = (uint32_t)rng_next(&s);
+            unsigned nb = (unsigned)rng_below(&s, 21);
             size_t same = rng_below(&s, 2) ? rng_below(&s, 70000) : rng_below(&s, 40);
             for (unsigned k = 0; k < nb; k++) {
                 ln[k] = rng_below(&s, 3) ? same : rng_below(&s, 70000);
