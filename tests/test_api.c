@@ -45,6 +45,12 @@ int main(void)
     o.reserved[3] = 1;
     CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG && strstr(err, "reserved"));
     o.reserved[3] = 0;
+    o.reserved32 = 1;
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG && strstr(err, "reserved32"));
+    o.reserved32 = 0;
+    o.writers_at_once = 65537;
+    CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG && strstr(err, "writers_at_once"));
+    o.writers_at_once = 0;
     o.shuffle_id = -1;
     CHECK(mts_writer_create(&o, &w, err, sizeof err) == MTS_E_ARG);
     CHECK(dir_count(dir) == 0);
