@@ -107,8 +107,8 @@ AVX2 static void stripes_x4(const unsigned char *const *p, size_t stripes, uint3
  * alone finishes on its own. Blocks under 16 bytes go through the library. */
 static void xxh32_lanes(const unsigned char *const *b, const size_t *lens, unsigned n, uint32_t seed, uint32_t *out)
 {
-    uint32_t acc[16];
-    size_t done[4];
+    uint32_t acc[16] = {0}; /* a lane without a block hashes garbage from here */
+    size_t done[4] = {0, 0, 0, 0};
     unsigned idx[4], next = 0, nlive = 0;
     for (unsigned j = 0; j < 4; j++) idx[j] = UINT32_MAX;
     for (;;) {
