@@ -479,7 +479,7 @@ int cmd_bench(int argc, char **argv)
                    "       buffer, as a Spark task makes its rows on its own core; it sleeps, so the\n"
                    "       pauses stand for cores this machine need not have)\n"
                    "       [--writers-at-once N] (the writers' option; default 0: fitted to the\n"
-                   "       writers and readers on the engine when each is created)\n"
+                   "       writers and readers on the engine as each arena is taken)\n"
                    "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
                    "                     (the default), tiny-engine, tiny-own, tiny-files, read-always]\n"
                    "       [--warmup W] (W repetitions of every contender first, not kept; default 0)\n"

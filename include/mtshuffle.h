@@ -175,7 +175,7 @@ typedef struct mts_writer_options {
                                       order are held in an arena fitted to its budget divided
                                       by 4 x this, so that each of them can fill one while
                                       its last compresses. Default 0: the writers and readers
-                                      on the engine when this writer is created, this one
+                                      on the engine as each arena is taken, this one
                                       included, and at least 2 */
     uint32_t reserved32;           /* must be zero */
     uint64_t reserved[7];          /* must be zero */

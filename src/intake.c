@@ -235,7 +235,7 @@ static uint32_t *arena_next(const mts_writer *w, unsigned char *arena)
 static void arena_drop(mts_writer *w)
 {
     if (w->arena) {
-        arena_discard(w, w->arena);
+        arena_discard(w, w->arena, w->arena_bytes);
         w->arena_reserved -= w->arena_bytes;
     }
     w->arena = NULL;
@@ -243,13 +243,27 @@ static void arena_drop(mts_writer *w)
     w->arena_reserved = 0;
 }
 
+/* Between arenas, a writer fitted to the writers on its engine (no
+ * writers_at_once given) fits its next arena to those on it now: the first
+ * tasks of a stage are created before the others and would otherwise keep
+ * the arenas of an engine to themselves. */
+static void arena_refit(mts_writer *w)
+{
+    if (w->o.writers_at_once) return;
+    uint32_t sharers = MTS_MAX(2u, eng_clients(w->engine));
+    if (sharers == w->arena_sharers) return;
+    writer_fit_arena(w, eng_cap(w->engine), sharers);
+    w->arena_unit_bytes = arena_unit(w);
+}
+
 /* An arena with its whole reservation: the one in use, else the spare with
  * the rest of its unit if that is free now, else a fresh one, waiting for the
  * budget while the writer holds nothing of its own. */
 static int arena_ready(mts_writer *w)
 {
-    uint64_t unit = w->arena_unit_bytes;
     if (w->arena) return 0;
+    arena_refit(w);
+    uint64_t unit = w->arena_unit_bytes;
     if (!w->chain) {
         w->chain = mts_malloc((size_t)w->o.num_partitions * 4 * sizeof(uint32_t));
         if (!w->chain) {
@@ -262,7 +276,7 @@ static int arena_ready(mts_writer *w)
     /* An arena back from its jobs, or one an earlier writer left with the
      * engine, saves faulting in a fresh one; it comes with its own share of
      * the budget. */
-    unsigned char *spare = arena_take_spare(w);
+    unsigned char *spare = arena_take_spare(w, w->arena_bytes);
     if (!spare) spare = eng_cache_take(&w->client, w->arena_bytes);
     if (spare && eng_try_acquire(&w->client, unit - w->arena_bytes) == 0) {
         w->arena = spare;
@@ -349,7 +363,7 @@ static int arena_flush(mts_writer *w, destination *dest, int last)
     }
     uint64_t charge = w->arena_bytes + sizeof(inbuf);
     uint64_t prepaid = w->arena_reserved - charge;
-    *in = (inbuf){w->arena, w->arena, charge, arena_next(w, w->arena), w->page, 1};
+    *in = (inbuf){w->arena, w->arena, charge, arena_next(w, w->arena), w->page, 1, NULL, NULL, w->arena_bytes};
     w->arena = NULL; /* the jobs' now */
     w->arena_reserved = 0;
     w->pages_used = 0;

@@ -32,8 +32,8 @@ void inbuf_unref(mts_writer *w, inbuf *in)
     }
     if (!mem) return;
     if (in->next) { /* an arena: the writer's spare, else the engine's */
-        if (writer_failed(w) || !arena_keep(w, mem)) arena_discard(w, mem);
-        eng_release(&w->client, in->charge - w->arena_bytes); /* the arena's share went with it */
+        if (writer_failed(w) || !arena_keep(w, mem, in->arena_bytes)) arena_discard(w, mem, in->arena_bytes);
+        eng_release(&w->client, in->charge - in->arena_bytes); /* the arena's share went with it */
     } else if (eng_cache_give(&w->client, mem, w->job_size)) { /* a stage buffer */
         eng_release(&w->client, in->charge - w->job_size);
     } else {
@@ -43,38 +43,56 @@ void inbuf_unref(mts_writer *w, inbuf *in)
     mts_free(in);
 }
 
-int arena_keep(mts_writer *w, unsigned char *arena)
+int arena_keep(mts_writer *w, unsigned char *arena, uint64_t bytes)
 {
     /* Reclaimable first: a reclaimer that finds no spare yet frees nothing. */
-    eng_note_reclaimable(&w->client, (int64_t)w->arena_bytes);
+    eng_note_reclaimable(&w->client, (int64_t)bytes);
     pthread_mutex_lock(&w->mu);
     int kept = w->spare == NULL;
-    if (kept) w->spare = arena;
+    if (kept) {
+        w->spare = arena;
+        w->spare_bytes = bytes;
+    }
     pthread_mutex_unlock(&w->mu);
-    if (!kept) eng_note_reclaimable(&w->client, -(int64_t)w->arena_bytes);
+    if (!kept) eng_note_reclaimable(&w->client, -(int64_t)bytes);
     return kept;
 }
 
-unsigned char *arena_take_spare(mts_writer *w)
+/* The spare whatever its size, and that size. */
+static unsigned char *spare_take(mts_writer *w, uint64_t *bytes)
 {
     pthread_mutex_lock(&w->mu);
     unsigned char *a = w->spare;
+    *bytes = w->spare_bytes;
     w->spare = NULL;
     pthread_mutex_unlock(&w->mu);
-    if (a) eng_note_reclaimable(&w->client, -(int64_t)w->arena_bytes);
-    return a; /* still charged arena_bytes */
+    if (a) eng_note_reclaimable(&w->client, -(int64_t)*bytes);
+    return a; /* still charged its bytes */
 }
 
-void arena_discard(mts_writer *w, unsigned char *arena)
+unsigned char *arena_take_spare(mts_writer *w, uint64_t bytes)
 {
-    if (!arena || eng_cache_give(&w->client, arena, w->arena_bytes)) return;
+    uint64_t have;
+    unsigned char *a = spare_take(w, &have);
+    if (a && have != bytes) { /* the writer's arenas were refitted since */
+        arena_discard(w, a, have);
+        a = NULL;
+    }
+    return a;
+}
+
+void arena_discard(mts_writer *w, unsigned char *arena, uint64_t bytes)
+{
+    if (!arena || eng_cache_give(&w->client, arena, bytes)) return;
     mts_free(arena);
-    eng_release(&w->client, w->arena_bytes);
+    eng_release(&w->client, bytes);
 }
 
 void arena_free_spare(mts_writer *w)
 {
-    arena_discard(w, arena_take_spare(w));
+    uint64_t bytes;
+    unsigned char *a = spare_take(w, &bytes);
+    arena_discard(w, a, bytes);
 }
 
 /* The worker's context for the writer's codec, created on first use. */

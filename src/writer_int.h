@@ -57,6 +57,7 @@ typedef struct inbuf {
     int refs;                  /* guarded by writer.mu; one per job plus the producer's */
     mts_batch_done done;       /* borrowed asynchronously (inbuf on the heap): called at the */
     void *done_ctx;            /* last reference, else the producer waits for it */
+    uint64_t arena_bytes;      /* an arena's allocation (mem), charged within charge */
 } inbuf;
 
 typedef struct seg {
@@ -88,6 +89,7 @@ struct mts_writer {
     uint64_t arena_cap;   /* an arena's pages: npages * page bytes */
     uint64_t arena_bytes; /* its allocation: the pages and their chain */
     uint32_t page, npages;
+    uint32_t arena_sharers; /* what the arena is fitted to (writer_fit_arena) */
 
     char dir[MTS_PATH_CAP];
     char data_final[MTS_PATH_CAP], index_final[MTS_PATH_CAP], sum_final[MTS_PATH_CAP];
@@ -121,10 +123,11 @@ struct mts_writer {
     unsigned char *arena; /* unordered records, each partition's bytes in its own chain
                              of pages; after the pages, the chain: next[npages] */
     uint64_t arena_reserved;
-    uint64_t arena_unit_bytes; /* what a whole arena reserves (const after create) */
+    uint64_t arena_unit_bytes; /* what a whole arena reserves (refitted only between arenas) */
     uint32_t pages_used;
     unsigned char *spare;      /* guarded by mu: an arena back from its jobs, kept for the next
-                                  one; charged arena_bytes and reclaimable by any waiter */
+                                  one; charged spare_bytes and reclaimable by any waiter */
+    uint64_t spare_bytes;      /* guarded by mu: its allocation (arenas may differ in size) */
     uint32_t *chain;      /* per partition p, chain[4p + CH_*]; CH_LAST is NO_PAGE while
                              p has nothing in the arena */
     seg *plan;            /* scratch for planning one job's segments */
@@ -138,6 +141,8 @@ struct mts_writer {
 int writer_validate(const mts_writer_options *o, char *err, size_t len);
 int writer_build_names(mts_writer *w);
 void writer_fit_sizes(mts_writer *w, uint64_t cap, uint32_t sharers);
+/* The arena's sizes alone, for `sharers` writers and readers on the engine. */
+void writer_fit_arena(mts_writer *w, uint64_t cap, uint32_t sharers);
 int writer_open_outputs(mts_writer *w, const char **what);
 
 /* writer.c */
@@ -183,15 +188,16 @@ void intake_init(mts_writer *w);
 
 /* jobs.c */
 extern const eng_client_ops writer_client_ops;
-/* The spare arena (arena_bytes, charged): kept by the worker whose job
- * was the arena's last (0 if one is kept already), taken by the producer
- * (NULL if none), freed by reclaim and teardown. */
-int arena_keep(mts_writer *w, unsigned char *arena);
-unsigned char *arena_take_spare(mts_writer *w);
+/* The spare arena (its allocation, `bytes`, charged): kept by the worker
+ * whose job was the arena's last (0 if one is kept already), taken by the
+ * producer (NULL if none, or if it is not of the size the producer wants:
+ * then discarded), freed by reclaim and teardown. */
+int arena_keep(mts_writer *w, unsigned char *arena, uint64_t bytes);
+unsigned char *arena_take_spare(mts_writer *w, uint64_t bytes);
 void arena_free_spare(mts_writer *w);
-/* An arena charged arena_bytes: kept by the engine for the next writer,
+/* An arena charged its `bytes`: kept by the engine for the next writer,
  * else freed with its charge. */
-void arena_discard(mts_writer *w, unsigned char *arena);
+void arena_discard(mts_writer *w, unsigned char *arena, uint64_t bytes);
 /* Budget for a job of nsegs segments totalling in_bytes (codec bound). */
 uint64_t job_seg_charge(const mts_writer *w, uint64_t take);
 void inbuf_unref(mts_writer *w, inbuf *in);

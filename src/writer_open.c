@@ -108,7 +108,13 @@ void writer_fit_sizes(mts_writer *w, uint64_t cap, uint32_t sharers)
 {
     w->job_size = MTS_MAX(MIN_JOB_SIZE, MTS_MIN((uint64_t)w->o.job_size, cap / 16));
     w->job_charge_cap = 2 * w->job_size + 4096;
-    uint64_t arena = MTS_MAX(ARENA_MIN, MTS_MIN(ARENA_MAX, cap / (4ull * MTS_MAX(2u, sharers))));
+    writer_fit_arena(w, cap, sharers);
+}
+
+void writer_fit_arena(mts_writer *w, uint64_t cap, uint32_t sharers)
+{
+    w->arena_sharers = MTS_MAX(2u, sharers);
+    uint64_t arena = MTS_MAX(ARENA_MIN, MTS_MIN(ARENA_MAX, cap / (4ull * w->arena_sharers)));
     /* Pages: a power of two, at most a job; one in every partition fills at
      * most 7/8 of the arena, so that most pages are full when it is. */
     uint32_t page = PAGE_MAX;

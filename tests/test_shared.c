@@ -280,8 +280,9 @@ static void *at_once_main(void *arg)
 }
 
 /* Runs AT_ONCE writers made with writers_at_once (0: fitted to the writers
- * on the engine, with AT_ONCE idle ones there already, as when a later wave
- * of tasks starts); returns how many took their arena within wait_ms. */
+ * on the engine; all are made before any takes an arena, so the first ones
+ * saw fewer others when they were created, as the first tasks of a stage
+ * do); returns how many took their arena within wait_ms. */
 static int writers_at_once_run(uint32_t writers_at_once, unsigned wait_ms)
 {
     mts_engine *e;
@@ -289,11 +290,6 @@ static int writers_at_once_run(uint32_t writers_at_once, unsigned wait_ms)
     CHECK_RC(mts_engine_create(2, AT_ONCE_BUDGET, &e, err, sizeof err));
     mts_writer_options o = test_options(root, 4);
     o.engine = e;
-    mts_writer *idle[AT_ONCE] = {0};
-    for (int i = 0; i < AT_ONCE && !writers_at_once; i++) {
-        o.map_id = AT_ONCE + i;
-        idle[i] = test_writer(&o);
-    }
     gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
     at_once_arg args[AT_ONCE];
     pthread_t th[AT_ONCE];
@@ -301,8 +297,8 @@ static int writers_at_once_run(uint32_t writers_at_once, unsigned wait_ms)
     for (int i = 0; i < AT_ONCE; i++) {
         o.map_id = i;
         args[i] = (at_once_arg){test_writer(&o), &g, 0};
-        pthread_create(&th[i], NULL, at_once_main, &args[i]);
     }
+    for (int i = 0; i < AT_ONCE; i++) pthread_create(&th[i], NULL, at_once_main, &args[i]);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += wait_ms / 1000;
@@ -319,7 +315,6 @@ static int writers_at_once_run(uint32_t writers_at_once, unsigned wait_ms)
         pthread_join(th[i], NULL);
         CHECK_RC(args[i].rc);
         mts_writer_free(args[i].w);
-        mts_writer_free(idle[i]);
     }
     mts_engine_stats es;
     CHECK_RC(mts_engine_get_stats(e, &es));

@@ -17,20 +17,20 @@ public final class NativeEngine implements AutoCloseable {
     private final int writersAtOnce;
 
     /** threads: 1..256 workers; maxBytesInFlight: >= 64 KiB, the cap on bytes every writer on it holds;
-     *  writers sized to the writers and readers on it when each is created. */
+     *  writers sized to the writers and readers on it as they go. */
     public NativeEngine(int threads, long maxBytesInFlight) throws IOException {
         this(threads, maxBytesInFlight, 0);
     }
 
     /** As above, writers sized so that writersAtOnce of them (a Spark executor's task slots; 0: those
-     *  on the engine when each is created) can each hold their unsorted records at once. */
+     *  on the engine as they go) can each hold their unsorted records at once. */
     public NativeEngine(int threads, long maxBytesInFlight, int writersAtOnce) throws IOException {
         if (writersAtOnce < 0) throw new IllegalArgumentException("writersAtOnce " + writersAtOnce + " is negative");
         this.writersAtOnce = writersAtOnce;
         handle = create(threads, maxBytesInFlight);
     }
 
-    /** What writers created on this engine are sized for (0: the writers and readers on it then). */
+    /** What writers created on this engine are sized for (0: the writers and readers on it as they go). */
     public int writersAtOnce() {
         return writersAtOnce;
     }
