@@ -128,7 +128,8 @@ static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, ui
         return MTS_E_NOMEM;
     }
     *in = (inbuf){NULL, data, 0, NULL, 0, 1, done, ctx};
-    int rc = submit_range(w, in, p_first, p_last, offs, dest, NULL, 0, !done && dest == &w->runs.d);
+    int waits_held = !done && dest == &w->runs.d; /* the caller waits at every batch it holds */
+    int rc = submit_range(w, in, p_first, p_last, offs, dest, NULL, 0, waits_held);
     if (done && rc == 0) {
         inbuf_unref(w, in); /* done runs here if the jobs are through already */
         return 0;
@@ -143,7 +144,7 @@ static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, ui
      * jobs where a worker is idle rather than sleep: it waits at every batch,
      * and a worker woken onto the caller's CPU while the other CPU idles
      * waited there up to a scheduler tick each time (BENCHMARKS.md). */
-    if (!done && dest == &w->runs.d) eng_wait_idle(&w->client);
+    if (waits_held) eng_wait_idle(&w->client);
     inbuf_wait_borrowed(w, in);
     if (in != &local) mts_free(in);
     return rc;
@@ -248,14 +249,13 @@ static void arena_drop(mts_writer *w)
     w->arena_reserved = 0;
 }
 
-/* Between arenas, a writer fitted to the writers on its engine (no
- * writers_at_once given) fits its next arena to those on it now: the first
- * tasks of a stage are created before the others and would otherwise keep
- * the arenas of an engine to themselves. */
+/* Fits the next arena to writers_at_once, else to the writers and readers
+ * on the engine now (at least 2): at create, and again between arenas, since
+ * the first tasks of a stage are created before the others and would
+ * otherwise keep the arenas of an engine to themselves. */
 static void arena_refit(mts_writer *w)
 {
-    if (w->o.writers_at_once) return;
-    uint32_t sharers = MTS_MAX(2u, eng_clients(w->engine));
+    uint32_t sharers = MTS_MAX(2u, w->o.writers_at_once ? w->o.writers_at_once : eng_clients(w->engine));
     if (sharers == w->arena_sharers) return;
     writer_fit_arena(w, eng_cap(w->engine), sharers);
     w->arena_unit_bytes = arena_unit(w);
@@ -473,5 +473,5 @@ void intake_free(mts_writer *w)
 
 void intake_init(mts_writer *w)
 {
-    w->arena_unit_bytes = arena_unit(w);
+    arena_refit(w);
 }

@@ -34,8 +34,12 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "codec.h"
 #include "dest.h"
 #include "fileio.h"
+
+/* A codec's stream end is kept in the store to close joined partitions. */
+_Static_assert(sizeof ((run_store *)0)->end >= LZ4J_HEADER_LEN, "the run store cannot keep lz4-java's end block");
 
 /* The least a spill on the ordered writer writes: a sixteenth of the budget
  * (with 2 MiB job outputs on the default 64 MiB, a run of at least two jobs),

@@ -160,7 +160,7 @@ int mts_writer_create(const mts_writer_options *opts, mts_writer **out, char *er
     if (rc < 0) goto fail;
     w->engine = engine;
     w->client_up = 1;
-    writer_fit_sizes(w, eng_cap(engine), opts->writers_at_once ? opts->writers_at_once : eng_clients(engine));
+    writer_fit_sizes(w, eng_cap(engine));
     intake_init(w);
 
     what = "allocate per-partition state";

@@ -140,8 +140,8 @@ struct mts_writer {
 /* writer_open.c */
 int writer_validate(const mts_writer_options *o, char *err, size_t len);
 int writer_build_names(mts_writer *w);
-void writer_fit_sizes(mts_writer *w, uint64_t cap, uint32_t sharers);
-/* The arena's sizes alone, for `sharers` writers and readers on the engine. */
+void writer_fit_sizes(mts_writer *w, uint64_t cap);
+/* The arena's sizes, for `sharers` (>= 2) writers and readers on the engine. */
 void writer_fit_arena(mts_writer *w, uint64_t cap, uint32_t sharers);
 int writer_open_outputs(mts_writer *w, const char **what);
 
@@ -183,7 +183,7 @@ int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, desti
  * input ends here (the caller runs the stage's job itself). */
 int intake_flush(mts_writer *w, int last);
 void intake_free(mts_writer *w);
-/* Sizes derived from the budget; after writer_fit_sizes(). */
+/* The arena's sizes; after writer_fit_sizes(). */
 void intake_init(mts_writer *w);
 
 /* jobs.c */

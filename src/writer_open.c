@@ -97,24 +97,23 @@ int writer_build_names(mts_writer *w)
     return 0;
 }
 
-/* Job, arena and job charge sizes fitted to the engine's budget, shared by
- * `sharers` writers and readers. An arena's reservation is about twice the
- * arena (its pages and their compressed bound) and a writer keeps one
- * filling while its last compresses, so each sharer's arenas take about
- * 4 x arena: with an arena of budget / (4 x sharers), that many writers can
- * all be filling at once instead of the later ones waiting for the budget
- * while their callers' cores idle. */
-void writer_fit_sizes(mts_writer *w, uint64_t cap, uint32_t sharers)
+/* Job and job charge sizes fitted to the engine's budget. */
+void writer_fit_sizes(mts_writer *w, uint64_t cap)
 {
     w->job_size = MTS_MAX(MIN_JOB_SIZE, MTS_MIN((uint64_t)w->o.job_size, cap / 16));
     w->job_charge_cap = 2 * w->job_size + 4096;
-    writer_fit_arena(w, cap, sharers);
 }
 
+/* The arena for a budget shared by `sharers` writers and readers. An arena's
+ * reservation is about twice the arena (its pages and their compressed
+ * bound) and a writer keeps one filling while its last compresses, so each
+ * sharer's arenas take about 4 x arena: with an arena of budget / (4 x
+ * sharers), that many writers can all be filling at once instead of the
+ * later ones waiting for the budget while their callers' cores idle. */
 void writer_fit_arena(mts_writer *w, uint64_t cap, uint32_t sharers)
 {
-    w->arena_sharers = MTS_MAX(2u, sharers);
-    uint64_t arena = MTS_MAX(ARENA_MIN, MTS_MIN(ARENA_MAX, cap / (4ull * w->arena_sharers)));
+    w->arena_sharers = sharers;
+    uint64_t arena = MTS_MAX(ARENA_MIN, MTS_MIN(ARENA_MAX, cap / (4ull * sharers)));
     /* Pages: a power of two, at most a job; one in every partition fills at
      * most 7/8 of the arena, so that most pages are full when it is. */
     uint32_t page = PAGE_MAX;

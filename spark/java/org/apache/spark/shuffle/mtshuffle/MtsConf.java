@@ -94,10 +94,11 @@ final class MtsConf {
     }
 
     MtsConf(SparkConf conf) {
-        threads = conf.getInt(THREADS, executorCores(conf));
+        int cores = executorCores(conf);
+        threads = conf.getInt(THREADS, cores);
         if (threads < 1 || threads > 256)
             throw new IllegalArgumentException(THREADS + " = " + threads + ": must be in 1..256");
-        taskSlots = Math.max(1, executorCores(conf) / Math.max(1, conf.getInt("spark.task.cpus", 1)));
+        taskSlots = Math.max(1, cores / Math.max(1, conf.getInt("spark.task.cpus", 1)));
         maxBytesInFlight = conf.contains(MAX_BYTES_IN_FLIGHT) ? conf.getSizeAsBytes(MAX_BYTES_IN_FLIGHT)
                 : Math.max(MIN_DEFAULT_BYTES_IN_FLIGHT, BYTES_IN_FLIGHT_PER_SLOT * taskSlots);
         if (maxBytesInFlight < (64 << 10))
