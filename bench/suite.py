@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark suite: every sweep of issue #4, each configuration measured by
 `mtshuffle bench` with its contenders interleaved in one process, then
-medians, min/max, pair-by-pair ratios and Welch t-test p-values, written as a
-table on stdout, suite.json, suite.csv and PNG plots. Each configuration's
+medians, min/max, pair-by-pair ratios and Welch t-test p-values, written as
+tables on stdout and in table.md, suite.json, suite.csv and PNG plots. Each configuration's
 process first runs every contender once more, not kept (`bench --warmup 1`):
 its first buffers, files and allocator state.
 
@@ -330,9 +330,10 @@ def main():
                             c["codec"], c["threads"], c["fsync"], c.get("input", "batch"), c.get("parallel", 1),
                             c["budget"], n, v["median"], v["min"], v["max"], v["n"], "%.3f" % v["cores_median"],
                             v["rss_max"], v["peak_held_max"], r["bytes_in"], r["bytes_out"]])
-    print(fmt_table(rows))
-    print()
-    print(fmt_limits(rows))
+    tables = fmt_table(rows) + "\n\n" + fmt_limits(rows)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(tables + "\n")
+    print(tables)
     print("\nsuite: %d configurations in %.0f s; outputs in %s" % (len(rows), time.time() - started, args.out))
 
 

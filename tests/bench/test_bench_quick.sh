@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Smoke test of the benchmark suite: `bench/suite.py --quick` runs to the end
-# and its JSON, CSV and plots have every field. Speed is not checked here.
+# and its JSON, CSV, tables and plots have every field. Speed is not checked here.
 set -euo pipefail
 mts=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -8,7 +8,7 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/mts-bench-XXXXXX")
 trap 'rm -rf "$out"' EXIT
 python3 -c "import matplotlib" 2>/dev/null || { echo "matplotlib is not installed"; exit 77; }
 start=$(date +%s)
-python3 "$root/bench/suite.py" --quick --out "$out" --mtshuffle "$mts" > "$out/table.md"
+python3 "$root/bench/suite.py" --quick --out "$out" --mtshuffle "$mts" > "$out/stdout.txt"
 echo "suite --quick took $(( $(date +%s) - start )) s"
 python3 - "$out" <<'PY'
 import csv, json, os, sys
@@ -43,3 +43,5 @@ assert len(rows) >= 5 * 4 and {"contender", "median_s", "cores_median", "rss_max
 print("bench smoke test: %d configurations, %d CSV rows, plots %s" % (len(d["rows"]), len(rows), d["plots"]))
 PY
 grep -q "baseline/streaming" "$out/table.md"
+grep -q "compress-only" "$out/table.md"
+grep -q "baseline/streaming" "$out/stdout.txt"
