@@ -447,6 +447,116 @@ static void read_blocks(trial *t, const char *dir, uint64_t *s)
     mts_output_close(o);
 }
 
+/* A block reader past 64 blocks: once the caller is past 64 blocks and no
+ * unit is in flight, adding a block forgets the blocks handed out (its
+ * cursors move down; units name cursors by index). The random trials above
+ * rarely meet that moment, as a reducer of many map outputs does: here it is
+ * made to happen, at a block boundary and in the middle of a block (a piece
+ * of it held by the caller, the rest queued or decoding; with no codec a
+ * block is handed out whole, so there at block boundaries), for each codec,
+ * and every block must still decode to its partition's bytes. "No unit in
+ * flight" is the engine's single worker idle with its job count still. */
+static void engine_quiet(mts_engine *e)
+{
+    mts_engine_stats a, b;
+    CHECK_RC(mts_engine_get_stats(e, &a));
+    for (int i = 0; i < 2000; i++) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        CHECK_RC(mts_engine_get_stats(e, &b));
+        if (b.threads_busy == 0 && a.threads_busy == 0 && b.jobs == a.jobs) return;
+        a = b;
+    }
+    CHECK(!"the engine did not go quiet in 4 s");
+}
+
+static void block_reader_past_64(const char *dir, uint64_t *s, mts_codec codec)
+{
+    enum { NPARTS = 150 };
+    /* Each partition's bytes: compressible runs with some noise, 36-60 KiB,
+     * so more than one lz4 block (a piece of lz4 is at least one block). */
+    uint64_t offs[NPARTS + 1] = {0};
+    for (uint32_t p = 0; p < NPARTS; p++) offs[p + 1] = offs[p] + 36864 + rng_below(s, 24576);
+    unsigned char *data = malloc(offs[NPARTS]);
+    for (uint64_t i = 0; i < offs[NPARTS]; i++)
+        data[i] = rng_below(s, 8) == 0 ? (unsigned char)rng_next(s) : (unsigned char)(i / 64);
+    mts_writer_options o = test_options(dir, NPARTS);
+    o.codec = codec;
+    mts_writer *w;
+    char err[600];
+    int rc = mts_writer_create(&o, &w, err, sizeof err);
+    if (rc < 0) fprintf(stderr, "create: %s\n", err);
+    CHECK_RC(rc);
+    CHECK_RC(mts_writer_add_batch(w, data, offs));
+    uint64_t lengths[NPARTS];
+    CHECK_RC(mts_writer_commit(w, lengths, NULL, NULL));
+    mts_writer_free(w);
+
+    char path[1200], name[256];
+    mts_output_name(name, sizeof name, o.shuffle_id, o.map_id, 'd', o.checksum);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    mts_output *out;
+    CHECK_RC(mts_output_open(path, 0, &out, err, sizeof err));
+    unsigned char *blocks[NPARTS];
+    uint64_t blen[NPARTS];
+    for (uint32_t p = 0; p < NPARTS; p++) {
+        const void *b;
+        CHECK_RC(mts_output_partition(out, p, &b, &blen[p]));
+        blocks[p] = malloc(blen[p]);
+        memcpy(blocks[p], b, blen[p]);
+    }
+    mts_output_close(out);
+
+    mts_engine *e;
+    CHECK_RC(mts_engine_create(1, 64u << 20, &e, err, sizeof err));
+    mts_reader_options ro;
+    mts_reader_options_init(&ro);
+    ro.engine = e;
+    ro.codec = codec;
+    ro.piece_size = 4096; /* several pieces a block: a block can be left in the middle */
+    mts_reader *r;
+    CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
+    uint32_t added = 0, cur = 0; /* cur: the block being checked */
+    uint64_t pos = 0;
+    mts_read_piece pc;
+    /* Blocks are added only at these moments, each after the reader has
+     * gone quiet: 0..69 at the start; 70..139 at the first piece of block 66
+     * (66 blocks handed out: the first add drops them); 140..149 in the
+     * middle of block 130 (64 more handed out: dropped with a piece of block
+     * 130 held by the caller and the rest of it queued). */
+    const uint32_t at[] = {0, 66, 130}, upto[] = {70, 140, NPARTS};
+    unsigned step = 0;
+    for (;;) {
+        if (step < 3 && cur >= at[step]) {
+            int mid = pos > 0 && pos < offs[cur + 1] - offs[cur];
+            if (step == 0 || (step == 1 && pos > 0) || (step == 2 && (mid || codec == MTS_CODEC_NONE))) {
+                if (step) engine_quiet(e); /* no unit in flight */
+                for (; added < upto[step]; added++) CHECK_RC(mts_reader_add_block(r, blocks[added], blen[added], added));
+                step++;
+            }
+        }
+        rc = mts_reader_next(r, &pc);
+        if (rc < 0) fprintf(stderr, "block reader past 64 (%s): %s\n", mts_codec_name(codec), mts_reader_error(r));
+        CHECK(rc >= 0);
+        if (rc == 0) break;
+        while (cur < pc.range) { /* block cur was complete */
+            CHECK(pos == offs[cur + 1] - offs[cur]);
+            cur++;
+            pos = 0;
+        }
+        CHECK(pc.range == cur && pos + pc.len <= offs[cur + 1] - offs[cur]);
+        CHECK(!memcmp(data + offs[cur] + pos, pc.data, pc.len));
+        pos += pc.len;
+    }
+    CHECK(step == 3 && added == NPARTS && cur == NPARTS - 1 && pos == offs[NPARTS] - offs[NPARTS - 1]);
+    mts_reader_free(r);
+    mts_engine_free(e);
+    for (uint32_t p = 0; p < NPARTS; p++) free(blocks[p]);
+    free(data);
+    rm_rf(dir);
+    mkdir(dir, 0755);
+}
+
 static void verify(trial *t, const char *dir, const uint64_t *lengths, const uint64_t *sums)
 {
     char path[1200], name[256];
@@ -542,6 +652,8 @@ int main(void)
         free(t.recs);
         free(t.units);
     }
+    static const mts_codec codecs[] = {MTS_CODEC_LZ4, MTS_CODEC_ZSTD, MTS_CODEC_NONE};
+    for (int c = 0; c < 3; c++) block_reader_past_64(dir, &s, codecs[c]);
     rm_rf(dir);
     free(dir);
     TEST_DONE("test_roundtrip");
