@@ -10,6 +10,13 @@ static mts_writer *make(const char *dir, uint32_t n, mts_strategy strat)
     return test_writer(&o);
 }
 
+static void set_reader_codec_7(mts_reader_options *o) { o->codec = (mts_codec)7; }
+static void set_reader_threads_0(mts_reader_options *o) { o->threads = 0; }
+static void set_reader_verify_9(mts_reader_options *o) { o->verify_checksums = 9; }
+static void set_reader_piece_small(mts_reader_options *o) { o->piece_size = 100; }
+static void set_reader_budget_small(mts_reader_options *o) { o->max_bytes_in_flight = 1000; }
+static void set_reader_reserved(mts_reader_options *o) { o->reserved[0] = 1; }
+
 int main(void)
 {
     test_init_seed("test_api");
@@ -276,6 +283,66 @@ int main(void)
     CHECK(mts_writer_finish(w, NULL, NULL) == MTS_E_STATE);
     mts_writer_free(w);
     CHECK(dir_count(dir) == 0);
+
+    /* The reader's options and misuse: rejected with a message, nothing opened. */
+    {
+        mts_reader_options ro;
+        mts_reader_options_init(&ro);
+        CHECK(ro.codec == MTS_CODEC_AUTO && ro.threads == 2 && ro.max_bytes_in_flight == (64u << 20) &&
+              ro.piece_size == (1u << 20) && ro.verify_checksums == MTS_VERIFY_AUTO);
+        mts_reader *r = (mts_reader *)1;
+        struct { void (*set)(mts_reader_options *); const char *says; } bad[] = {
+            {set_reader_codec_7, "unknown codec"},
+            {set_reader_threads_0, "threads"},
+            {set_reader_verify_9, "verify_checksums"},
+            {set_reader_piece_small, "piece_size"},
+            {set_reader_budget_small, "max_bytes_in_flight"},
+            {set_reader_reserved, "reserved"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            mts_reader_options_init(&ro);
+            bad[i].set(&ro);
+            err[0] = 0;
+            CHECK(mts_reader_open_blocks(&ro, &r, err, sizeof err) == MTS_E_ARG && r == NULL);
+            if (!strstr(err, bad[i].says)) fprintf(stderr, "reader option %zu: '%s'\n", i, err);
+            CHECK(strstr(err, bad[i].says) != NULL);
+            r = (mts_reader *)1;
+        }
+        /* A piece larger than the engine's whole budget. */
+        mts_engine *e;
+        CHECK_RC(mts_engine_create(1, 1u << 20, &e, err, sizeof err));
+        mts_reader_options_init(&ro);
+        ro.engine = e;
+        ro.piece_size = 2u << 20;
+        CHECK(mts_reader_open_blocks(&ro, &r, err, sizeof err) == MTS_E_ARG && strstr(err, "engine's budget"));
+        mts_engine_free(e);
+        mts_reader_options_init(&ro);
+        const char *paths[2] = {NULL, "x"};
+        CHECK(mts_reader_open(&ro, paths, 2, &r, err, sizeof err) == MTS_E_ARG && strstr(err, "NULL path 0"));
+        CHECK(mts_reader_open_dir(&ro, dir, 0, &r, err, sizeof err) == -ENOENT && strstr(err, "no map outputs"));
+        /* A map-output reader takes no blocks; a block reader no NULL bytes. */
+        w = make(dir, 3, MTS_STRATEGY_STREAMING);
+        CHECK_RC(mts_writer_append(w, 1, "abcdef", 6));
+        uint64_t lr[3];
+        CHECK_RC(mts_writer_commit(w, lr, NULL, NULL));
+        mts_writer_free(w);
+        CHECK_RC(mts_reader_open_dir(&ro, dir, 0, &r, err, sizeof err));
+        CHECK(mts_reader_add_block(r, "x", 1, 0) == MTS_E_ARG && strstr(mts_reader_error(r), "not blocks"));
+        CHECK(mts_reader_num_maps(r) == 1 && mts_reader_num_partitions(r) == 3);
+        CHECK(mts_reader_map_path(r, 0) && strstr(mts_reader_map_path(r, 0), "shuffle_0_0_0.data"));
+        CHECK(mts_reader_map_path(r, 1) == NULL && mts_reader_map_path(NULL, 0) == NULL);
+        CHECK(mts_reader_segment_length(r, 0, 0, 3) == lr[0] + lr[1] + lr[2] && lr[1] > 0);
+        CHECK(mts_reader_segment_length(r, 0, 1, 2) == lr[1] && mts_reader_segment_length(r, 0, 2, 2) == 0);
+        CHECK(mts_reader_segment_length(r, 0, 2, 1) == 0 && mts_reader_segment_length(r, 0, 0, 4) == 0 &&
+              mts_reader_segment_length(r, 1, 0, 1) == 0);
+        mts_reader_free(r);
+        CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
+        CHECK(mts_reader_add_block(r, NULL, 5, 4) == MTS_E_ARG && strstr(mts_reader_error(r), "block 4: NULL"));
+        CHECK(mts_reader_add_block(NULL, "x", 1, 0) == MTS_E_ARG);
+        mts_reader_free(r);
+        rm_rf(dir);
+        mkdir(dir, 0755);
+    }
 
     /* Names. */
     char name[64];
