@@ -129,9 +129,7 @@ typedef struct run_store {
     /* the assembly into the data file */
     struct out_file *out;
     struct iov_batch *batch; /* its writev batch; NULL until it starts */
-    const unsigned char *map; /* the run file, mapped when it starts */
-    uint64_t map_len;
-    uint64_t map_read;       /* written from it since pages were last dropped */
+    uint32_t read_size;      /* each run's read buffer, set when it starts */
     uint32_t begun;          /* partitions before this one have begun */
     int ended;               /* no job comes after those submitted (runs_end_input) */
     /* A partition's streams are joined into one: the run file and the

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -179,29 +178,6 @@ static int copy_bounce(int in_fd, uint64_t in_off, int out_fd, uint64_t len)
     if (!rc && lseek(out_fd, out_off, SEEK_SET) < 0) rc = -errno;
     mts_free(buf);
     return rc;
-}
-
-const void *fio_map_read(int fd, uint64_t len)
-{
-    if (!len || len > SIZE_MAX || use_fallback()) return NULL;
-    void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-uint64_t fio_map_drop(const void *p, uint64_t from, uint64_t to)
-{
-    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
-    from = (from + pg - 1) / pg * pg;
-    to = to / pg * pg;
-    if (!p || to <= from) return from;
-    /* Advisory: the pages stay in the file, and are read again if touched. */
-    madvise((char *)(uintptr_t)p + from, (size_t)(to - from), MADV_DONTNEED);
-    return to;
-}
-
-void fio_unmap(const void *p, uint64_t len)
-{
-    if (p) munmap((void *)(uintptr_t)p, (size_t)len);
 }
 
 int fio_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t len)

@@ -38,16 +38,6 @@ int fio_pread_all(int fd, void *buf, size_t len, uint64_t off);
  * copy_file_range first; where the kernel or filesystem refuses it (EXDEV,
  * EOPNOTSUPP, ENOSYS, EINVAL), pread/pwrite through a bounce buffer. */
 int fio_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t len);
-/* The first len bytes of fd mapped read-only, or NULL where that fails (and
- * while the copy fallback is forced, so that tests cover the unmapped path);
- * fio_unmap accepts NULL. */
-const void *fio_map_read(int fd, uint64_t len);
-void fio_unmap(const void *p, uint64_t len);
-/* Drops the mapping's whole pages within [from, to) from the process (they
- * stay in the file's page cache), so that what was read no longer counts
- * in its RSS; returns where the dropped pages end (from, if none). */
-uint64_t fio_map_drop(const void *p, uint64_t from, uint64_t to);
-
 /* 1: copy_file_range is never tried (the portable path). Process-wide; also
  * set by MTS_DISABLE_COPY_FILE_RANGE=1 in the environment. */
 void fio_force_copy_fallback(int on);

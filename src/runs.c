@@ -7,8 +7,8 @@
  * file may also start with what was streamed into the data file before the
  * partition id first went down (runs_adopt: a rename, no copy). At the end
  * each partition is assembled once, in arrival order: its stretch of every
- * run (small ones from a mapping of the run file, batched with the chunks
- * into writev; large ones by in-kernel copy), then its held chunks.
+ * run (small ones read through a buffer of that run's, batched with the
+ * chunks into writev; large ones by in-kernel copy), then its held chunks.
  * Compressed bytes are never decoded, but a partition's streams are joined
  * into one where the codec allows it (lz4-java: one end block, at the end,
  * instead of one after every chunk): the run file holds chunks without
@@ -25,7 +25,8 @@
  * are cut in partition order, so this moves partition by partition), and it
  * is begun itself, its later chunks appended as they drain. Finish assembles
  * what is left. A spill meanwhile (a reclaim) holds only partitions not begun
- * yet: its run is copied from the file, being past the mapping. */
+ * yet: one more run for the assembly to read. */
+#include <assert.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -61,29 +62,35 @@ struct run_index {
     run_entry *entries;
     uint32_t next;  /* assembly: the next entry to write */
     uint64_t at;    /* and its offset in the run file */
-    uint64_t dropped; /* the mapping of [base, dropped) has been dropped */
+    unsigned char *buf; /* assembly: bytes [buf_off, buf_off + buf_len) of the run file */
+    uint64_t buf_off, buf_len;
     int open;       /* its stretches lack their streams' ends (a spill; not an adopted run) */
 };
 
 /* A writev batch whose chunks are freed once written (an entry without an
- * owner points into the mapped run file). */
+ * owner points into a run's read buffer, or the store's end). */
 typedef struct iov_batch {
     struct iovec iov[IOV_MAX];
     chunk *owner[IOV_MAX];
     int n;
 } iov_batch;
 
-/* At the merge, a run's stretch of one partition smaller than this is
- * written from a mapping of the run file as part of a writev batch, not
+/* At the merge, a run's stretch of one partition smaller than this is read
+ * through a buffer of the run's and written as part of a writev batch, not
  * copied in the kernel by a call of its own: with many partitions and runs
  * that are small (a spill holds a sixteenth of the budget), a call per
- * stretch cost more than the copying. */
-#define MERGE_MAPPED_MAX (64u << 10)
-/* Once a writev batch has this much from the mapping, it is written and the
- * pages behind every run's cursor are dropped from the process: they would
- * otherwise count in its RSS until the end (up to the whole run file per
- * writer). */
-#define MERGE_MAP_DROP_STEP (1u << 20)
+ * stretch cost more than the copying. One read fills a run's buffer with
+ * the stretches of several partitions in a row. The buffers of all runs
+ * together take MERGE_READ_TOTAL, each between the bounds below; a stretch
+ * longer than its run's buffer is copied in the kernel too. (They were
+ * a mapping of the run file, its pages dropped behind the merge's cursors;
+ * but a read of a few KiB mapped the whole large folio the page cache held
+ * it in, up to 2 MiB ahead of each run's cursor, which kept half of a
+ * 118 MB run file resident: BENCHMARKS.md.) */
+#define MERGE_STRETCH_MAX (64u << 10)
+#define MERGE_READ_TOTAL (4u << 20)
+#define MERGE_READ_MIN (16u << 10)
+#define MERGE_READ_MAX (256u << 10)
 
 /* Writes the batch to fd (fd < 0: drops it) and frees its chunks. */
 static int batch_flush(run_store *r, iov_batch *b, int fd)
@@ -91,18 +98,11 @@ static int batch_flush(run_store *r, iov_batch *b, int fd)
     uint64_t t0 = mts_now_ns(), charge = 0;
     int rc = b->n && fd >= 0 ? fio_writev_all(fd, b->iov, b->n) : 0;
     for (int i = 0; i < b->n; i++) {
-        if (!b->owner[i]) continue; /* bytes of the mapped run file */
+        if (!b->owner[i]) continue; /* bytes of a run's buffer, or the end */
         charge += b->owner[i]->charge;
         mts_free(b->owner[i]);
     }
     b->n = 0;
-    if (r->map_read >= MERGE_MAP_DROP_STEP) { /* written: nothing points into the mapping now */
-        for (uint32_t k = 0; k < r->nruns; k++) {
-            run_index *ri = &r->runs[k];
-            ri->dropped = fio_map_drop(r->map, ri->dropped, MTS_MIN(ri->at, r->map_len));
-        }
-        r->map_read = 0;
-    }
     eng_release(r->env->budget, charge);
     eng_note_reclaimable(r->env->budget, -(int64_t)charge);
     r->held -= charge;
@@ -144,7 +144,7 @@ static int add_run(run_store *r, uint64_t base, run_entry *entries, uint32_t cou
         r->runs = g;
         r->runs_cap = cap;
     }
-    r->runs[r->nruns++] = (run_index){base, count, entries, 0, base, base, open};
+    r->runs[r->nruns++] = (run_index){base, count, entries, 0, base, NULL, 0, 0, open};
     return 0;
 }
 
@@ -290,9 +290,9 @@ int runs_spill(run_store *r)
 
 /* ---- assembly ------------------------------------------------------------------ */
 
-/* Starts the assembly into r->out (once): the data file, the batch, and a
- * mapping of the run file as it is now (runs spilled later, by a reclaim
- * while the last jobs drain, are copied instead). mu held. */
+/* Starts the assembly into r->out (once): the data file, the batch, and the
+ * size of the runs' read buffers (runs spilled later, by a reclaim while the
+ * last jobs drain, get the same). mu held. */
 static int assemble_start(run_store *r)
 {
     if (r->batch) return 0;
@@ -301,8 +301,32 @@ static int assemble_start(run_store *r)
     if (!(r->batch = mts_malloc(sizeof *r->batch)))
         return dest_fail(r->env, MTS_E_NOMEM, "allocate a merge batch");
     r->batch->n = 0;
-    if (r->nruns && r->fd >= 0 && (r->map = fio_map_read(r->fd, r->off))) r->map_len = r->off;
+    r->read_size = MTS_MIN(MERGE_READ_MAX, MTS_MAX(MERGE_READ_MIN, MERGE_READ_TOTAL / MTS_MAX(r->nruns, 1u)));
     return 0;
+}
+
+/* The stretch of len (<= r->read_size) bytes at ri->at, from the run's
+ * buffer, reading the run file from there on into it first where it does
+ * not hold them (after writing the batch, which may point into it). NULL
+ * (rc set) on failure. mu held. */
+static const unsigned char *run_stretch(run_store *r, run_index *ri, uint64_t len, int *rc)
+{
+    if (ri->buf && ri->at >= ri->buf_off && ri->at + len <= ri->buf_off + ri->buf_len)
+        return ri->buf + (ri->at - ri->buf_off);
+    if ((*rc = batch_flush(r, r->batch, r->out->fd)) < 0) return NULL;
+    if (!ri->buf && !(ri->buf = mts_malloc(r->read_size))) {
+        *rc = MTS_E_NOMEM;
+        return NULL;
+    }
+    uint64_t n = MTS_MIN((uint64_t)r->read_size, r->off - ri->at); /* at least len: the stretch is in the file */
+    assert(n >= len);
+    if ((*rc = fio_pread_all(r->fd, ri->buf, (size_t)n, ri->at)) < 0) {
+        ri->buf_len = 0;
+        return NULL;
+    }
+    ri->buf_off = ri->at;
+    ri->buf_len = n;
+    return ri->buf;
 }
 
 /* Writes partition p's stretch of every run: p is the first partition not
@@ -317,13 +341,13 @@ static int assemble_runs(run_store *r, uint32_t p)
         if (ri->next == ri->count || ri->entries[ri->next].partition != p) continue;
         run_entry *e = &ri->entries[ri->next++];
         r->end_open |= ri->open && e->len;
-        if (e->len < MERGE_MAPPED_MAX && ri->at + e->len <= r->map_len) {
-            if ((b->n == IOV_MAX || r->map_read >= MERGE_MAP_DROP_STEP) && (rc = batch_flush(r, b, out->fd)) < 0)
-                break;
-            b->iov[b->n] = (struct iovec){(void *)(uintptr_t)(r->map + ri->at), (size_t)e->len};
+        if (e->len < MERGE_STRETCH_MAX && e->len <= r->read_size) {
+            if (b->n == IOV_MAX && (rc = batch_flush(r, b, out->fd)) < 0) break;
+            const unsigned char *bytes = run_stretch(r, ri, e->len, &rc);
+            if (!bytes) break;
+            b->iov[b->n] = (struct iovec){(void *)(uintptr_t)bytes, (size_t)e->len};
             b->owner[b->n++] = NULL;
             out_merged(out, p, e->len, e->checksum);
-            r->map_read += e->len;
         } else if ((rc = batch_flush(r, b, out->fd)) == 0) {
             rc = out_copy(out, p, r->fd, ri->at, e->len, e->checksum);
         }
@@ -376,15 +400,17 @@ static int assemble_upto(run_store *r, uint32_t upto, int all)
     return 0;
 }
 
-/* Frees the batch (dropping what it holds) and the mapping. mu held. */
+/* Frees the batch (dropping what it holds) and the runs' buffers. mu held. */
 static void assemble_end(run_store *r)
 {
     if (r->batch) batch_flush(r, r->batch, -1);
     mts_free(r->batch);
     r->batch = NULL;
-    fio_unmap(r->map, r->map_len);
-    r->map = NULL;
-    r->map_len = r->map_read = 0;
+    for (uint32_t k = 0; k < r->nruns; k++) {
+        mts_free(r->runs[k].buf);
+        r->runs[k].buf = NULL;
+        r->runs[k].buf_len = 0;
+    }
 }
 
 static int runs_finish(destination *d, out_file *out)

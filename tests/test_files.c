@@ -183,8 +183,8 @@ static void store_check_free(store_fixture *f, char want[][4096])
 }
 
 /* Runs spilled before the assembly starts, a run spilled while it goes on
- * (a reclaim between two of the last jobs: it starts where the mapping
- * made at the start ends, a page boundary, so it must be copied), held
+ * (a reclaim between two of the last jobs: its bytes come after those the
+ * earlier runs' read buffers were filled from), held
  * chunks and the last jobs' chunks, each drained job writing out the
  * partitions it completes and beginning the next: every partition gets its
  * bytes in arrival order, with its checksum; the run file is gone after
@@ -213,7 +213,7 @@ static void test_store_assembly(const char *dir, int force_fallback)
     runs_end_input(r, out);
     put_fill(&r->d, c, 7, 0, 'x', 10, want); /* partition 0 complete, written; 1 begun */
     CHECK(out->len[0] == 1034 && out->len[1] == 1124 && out->off == 2158);
-    CHECK_RC(runs_spill(r)); /* D: a run past the mapping */
+    CHECK_RC(runs_spill(r)); /* D: a run spilled while the assembly goes on */
     chunk *two[2] = {fill_chunk(c, 1, 'y', 20), fill_chunk(c, 2, 'z', 30)};
     memset(want[1] + strlen(want[1]), 'y', 20);
     memset(want[2] + strlen(want[2]), 'z', 30);
