@@ -2,7 +2,8 @@
  * partition and offset named: random byte flips in the data (caught by the
  * checksum file), flips in compressed streams with checksums off (caught by
  * lz4-java's per-block XXH32 and zstd's frame checks), truncation at random
- * offsets, and swapped or altered index entries. */
+ * offsets, swapped or altered index entries, and streams damaged before
+ * their checksums were taken (told apart from damage after the write). */
 #include <sys/mman.h>
 #include <time.h>
 
@@ -229,6 +230,54 @@ int main(void)
                 detected++;
                 restore();
             }
+        }
+
+        /* Damaged before the checksum was taken (a writer's fault, not the
+         * storage's): a flip in a compressed stream, and the checksum file
+         * rewritten to match the damaged bytes. The codec catches it and the
+         * reader tells it apart from damage after the write, as Spark's
+         * reducer does. */
+        if (codecs[c] != MTS_CODEC_NONE) {
+            size_t sum_len;
+            unsigned char *orig_sum = read_file(sum, &sum_len);
+            CHECK(sum_len == 8u * n);
+            int tried = 0;
+            for (int t = 0; t < 40 && tried < 10; t++) {
+                uint32_t p = (uint32_t)rng_below(&s, n);
+                uint64_t a = be64_at(orig_idx + 8 * p), b = be64_at(orig_idx + 8 * (p + 1));
+                if (b - a < 40) continue;
+                uint64_t off = codecs[c] == MTS_CODEC_LZ4 ? a + 21 + rng_below(&s, b - a - 42) : a + rng_below(&s, 4);
+                flip(off, 0x10);
+                size_t now_len;
+                unsigned char *now = read_file(data, &now_len);
+                uint32_t v = mts_checksum_update(MTS_CHECKSUM_ADLER32, mts_checksum_initial(MTS_CHECKSUM_ADLER32),
+                                                 now + a, (size_t)(b - a));
+                free(now);
+                unsigned char *sums = malloc(sum_len);
+                memcpy(sums, orig_sum, sum_len);
+                put_be64_test(sums + 8 * p, v);
+                FILE *f = fopen(sum, "wb");
+                CHECK(f && fwrite(sums, 1, sum_len, f) == sum_len);
+                fclose(f);
+                free(sums);
+                int rc = read_all(MTS_VERIFY_AUTO, codecs[c], msg, sizeof msg);
+                char want[64];
+                snprintf(want, sizeof want, "partition %u", p);
+                if (rc != MTS_E_CORRUPT || !strstr(msg, want) || !strstr(msg, "match their ADLER32 checksum") ||
+                    !strstr(msg, "before it was taken")) {
+                    fprintf(stderr, "flip at %llu under a matching checksum (partition %u): rc %d, %s\n",
+                            (unsigned long long)off, p, rc, msg);
+                    CHECK(0);
+                }
+                detected++;
+                tried++;
+                restore();
+                f = fopen(sum, "wb");
+                CHECK(f && fwrite(orig_sum, 1, sum_len, f) == sum_len);
+                fclose(f);
+            }
+            CHECK(tried == 10);
+            free(orig_sum);
         }
 
         /* Truncation at a random offset: the data no longer matches its index. */
