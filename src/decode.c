@@ -391,12 +391,16 @@ int schedule(mts_reader *r, int may_block)
             did = 1;
             continue;
         }
-        char name[64];
-        const char *what = cursor_name(r, &r->cur[j], name, sizeof name);
-        if (rc < 0)
-            return mts_msg(r->msg, sizeof r->msg, rc, "%s: a %llu-byte piece (an lz4 block at offset %llu) exceeds "
-                           "the budget of %llu bytes", what, (unsigned long long)charge,
-                           (unsigned long long)r->cur[j].pos, (unsigned long long)eng_cap(r->engine));
+        char name[64], where[48] = "";
+        const cursor *c = &r->cur[j];
+        const char *what = cursor_name(r, c, name, sizeof name);
+        if (rc < 0) {
+            if (!r->blocks) snprintf(where, sizeof where, "partition %u: ", partition_at(&r->maps[c->map], c->start,
+                                                                                      c->end, c->pos));
+            return mts_msg(r->msg, sizeof r->msg, rc, "%s: %sa %llu-byte piece (an lz4 block at offset %llu) exceeds "
+                           "the budget of %llu bytes", what, where, (unsigned long long)charge,
+                           (unsigned long long)c->pos, (unsigned long long)eng_cap(r->engine));
+        }
         if (j != r->frontier || r->inflight || !may_block) break; /* wait for what is in flight */
         drop_ahead(r, 1); /* their pieces become spares */
         piece *freed = spare_take(r, charge);

@@ -336,6 +336,42 @@ int main(void)
         CHECK(mts_reader_segment_length(r, 0, 2, 1) == 0 && mts_reader_segment_length(r, 0, 0, 4) == 0 &&
               mts_reader_segment_length(r, 1, 0, 1) == 0);
         mts_reader_free(r);
+        /* Data whose lz4 blocks are larger than the reading engine's whole
+         * budget: the read fails with the partition, the block's offset and
+         * the budget named, and gives back all it held. */
+        {
+            mts_writer_options wo = test_options(dir, 2);
+            wo.shuffle_id = 1;
+            wo.block_size = 2u << 20;
+            w = test_writer(&wo);
+            size_t big_len = 3u << 20;
+            unsigned char *big = malloc(big_len);
+            uint64_t s = 0x9e3779b97f4a7c15ull;
+            for (size_t i = 0; i < big_len; i++) big[i] = (unsigned char)(rng_next(&s) >> 56);
+            CHECK_RC(mts_writer_append(w, 1, big, big_len));
+            CHECK_RC(mts_writer_commit(w, NULL, NULL, NULL));
+            mts_writer_free(w);
+            free(big);
+            CHECK_RC(mts_engine_create(1, 1u << 20, &e, err, sizeof err));
+            mts_reader_options_init(&ro);
+            ro.engine = e;
+            ro.codec = MTS_CODEC_LZ4;
+            ro.piece_size = 256u << 10;
+            CHECK_RC(mts_reader_open_dir(&ro, dir, 1, &r, err, sizeof err));
+            mts_read_piece pc;
+            int rc = mts_reader_start(r, 0, 2);
+            while (rc >= 0 && (rc = mts_reader_next(r, &pc)) == 1) {}
+            CHECK(rc == MTS_E_OVERFLOW);
+            const char *m = mts_reader_error(r);
+            if (!strstr(m, "partition 1") || !strstr(m, "exceeds the budget of 1048576")) fprintf(stderr, "%s\n", m);
+            CHECK(strstr(m, "partition 1") && strstr(m, "exceeds the budget of 1048576") && strstr(m, "offset"));
+            mts_reader_free(r);
+            mts_engine_stats es;
+            CHECK_RC(mts_engine_get_stats(e, &es));
+            CHECK(es.bytes_held == es.bytes_cached && es.clients == 0);
+            mts_engine_free(e);
+            mts_reader_options_init(&ro);
+        }
         CHECK_RC(mts_reader_open_blocks(&ro, &r, err, sizeof err));
         CHECK(mts_reader_add_block(r, NULL, 5, 4) == MTS_E_ARG && strstr(mts_reader_error(r), "block 4: NULL"));
         CHECK(mts_reader_add_block(NULL, "x", 1, 0) == MTS_E_ARG);
