@@ -24,8 +24,8 @@
  * its pages and every job they can become (a segment is at least a page,
  * so one job, segment and chunk per page and the codec bound of all pages
  * cover them), and is handed to its jobs when its pages run out. An empty
- * arena is given back (to the engine's kept buffers, which any waiter frees
- * first) before the producer blocks. */
+ * arena is given back before the producer blocks: freed, or kept by the
+ * engine (kept buffers, which any waiter frees first). */
 #ifndef MTS_WRITER_INT_H
 #define MTS_WRITER_INT_H
 
