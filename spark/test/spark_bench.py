@@ -14,9 +14,9 @@ at each task size (spark.sql.files.maxPartitionBytes), interleaved: every
 repetition runs every writer at every size, the writers' order rotating from
 one repetition to the next. Each run is its own application; measured from
 Spark's REST API: query wall time, the map stage's summed task run time
-(executorRunTime) and wall time, the reduce stage's (the stage that reads the
-shuffle) wall time and summed task run time, the 200-task stage's summed task run time (one row per
-task), the executor's peak process-tree RSS (MiB) and, in a second query whose first exchange puts 80% of the rows into
+(executorRunTime) and wall time, the reduce stage's wall time and summed task
+run time (its 200 tasks read the shuffle and write one row each: the "tiny"
+stage), the executor's peak process-tree RSS (MiB) and, in a second query whose first exchange puts 80% of the rows into
 one partition, the skewed map stage's wall time; and in a third, whose exchange puts half the rows
 into one of 8 partitions, the skewed reduce stage's wall time and summed task run time (its big
 task reads alone at the end). "floor" (not a writer) runs
@@ -44,8 +44,8 @@ WRITERS = {
     # not a writer: the map stage's work without the exchange (scan, partition ids, a count), its floor
     "floor": {"mode": "spark", "conf": {}},
 }
-METRICS = ("query_s", "map_task_s", "map_stage_s", "reduce_stage_s", "reduce_task_s", "tiny_task_s", "skew_stage_s", "skew_query_s", "executor_rss_mib",
-           "skew_read_stage_s", "skew_read_task_s")
+METRICS = ("query_s", "map_task_s", "map_stage_s", "reduce_stage_s", "tiny_task_s", "skew_stage_s", "skew_query_s",
+           "executor_rss_mib", "skew_read_stage_s", "skew_read_task_s")
 
 
 def seed_run(base, mode, conf):
@@ -65,14 +65,14 @@ def measure(base, writer, size):
         nan = float("nan")
         return {"query_s": r["seed_query_seconds"][0], "map_task_s": scan["executor_run_time_ms"] / 1e3,
                 "map_stage_s": scan["duration_ms"] / 1e3, "map_tasks": scan["num_tasks"], "shuffle_bytes": 0,
-                "reduce_stage_s": nan, "reduce_task_s": nan, "tiny_task_s": nan, "skew_stage_s": nan, "skew_query_s": nan, "executor_rss_mib": nan,
+                "reduce_stage_s": nan, "tiny_task_s": nan, "skew_stage_s": nan, "skew_query_s": nan,
+                "executor_rss_mib": nan,
                 "skew_read_stage_s": nan, "skew_read_task_s": nan, "result": None, "skew_result": None}
     r, mapst = seed_run(base, w["mode"], conf)
     if not r["manager"].endswith("MtsShuffleManager" if w["mode"] == "mts" else "SortShuffleManager"):
         raise SystemExit("spark_bench: %s ran with %s" % (writer, r["manager"]))
+    # the seed query's reduce stage: 200 tasks that read its shuffle and each write one row
     tiny = [x for x in r["stages"] if x["num_tasks"] == 200 and 0 < x["shuffle_write_bytes"] < 1 << 20]
-    # the seed query's reduce stage: the stage that reads its shuffle
-    red = max(r["stages"], key=lambda x: x["shuffle_read_bytes"])
     s = e2e.run(dict(base, mode=w["mode"], scenario="skew", conf=conf))
     # the skewed stage: the second exchange's map stage, the stage that reads 4 partitions and writes most
     skewed = max((x for x in s["stages"] if x["num_tasks"] == 4), key=lambda x: x["shuffle_write_bytes"])
@@ -82,7 +82,7 @@ def measure(base, writer, size):
     return {"query_s": r["seed_query_seconds"][0], "map_task_s": mapst["executor_run_time_ms"] / 1e3,
             "map_stage_s": mapst["duration_ms"] / 1e3, "map_tasks": mapst["num_tasks"],
             "shuffle_bytes": mapst["shuffle_write_bytes"],
-            "reduce_stage_s": red["duration_ms"] / 1e3, "reduce_task_s": red["executor_run_time_ms"] / 1e3,
+            "reduce_stage_s": tiny[0]["duration_ms"] / 1e3 if tiny else float("nan"),
             "tiny_task_s": tiny[0]["executor_run_time_ms"] / 1e3 if tiny else float("nan"),
             "skew_stage_s": skewed["duration_ms"] / 1e3, "skew_query_s": s["seed_query_seconds"][0],
             "executor_rss_mib": max(e["ProcessTreeJVMRSSMemory"] for e in r["executor_peaks"]) / 2 ** 20,
@@ -152,10 +152,11 @@ def main():
             m = measure(base, w, size)
             runs[size][w].append(m)
             print("rep %d size %s %-15s query %6.2f s, map tasks %6.2f s (%d tasks, %d bytes), reduce stage %5.2f s "
-                  "(tasks %5.2f s), tiny stage tasks %5.2f s, skewed stage %5.2f s, skewed read stage %5.2f s "
+                  "(tasks %5.2f s), skewed stage %5.2f s, skewed read stage %5.2f s "
                   "(tasks %5.2f s)" % (
                       rep, size, w, m["query_s"], m["map_task_s"], m["map_tasks"], m["shuffle_bytes"],
-                      m["reduce_stage_s"], m["reduce_task_s"], m["tiny_task_s"], m["skew_stage_s"], m["skew_read_stage_s"], m["skew_read_task_s"]),
+                      m["reduce_stage_s"], m["tiny_task_s"], m["skew_stage_s"], m["skew_read_stage_s"],
+                      m["skew_read_task_s"]),
                   flush=True)
     out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "runs": runs, "summary": {}}
     for size in sizes:
