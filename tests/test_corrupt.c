@@ -238,7 +238,7 @@ int main(void)
          * reader tells it apart from damage after the write, as Spark's
          * reducer does. */
         if (codecs[c] != MTS_CODEC_NONE) {
-            size_t sum_len;
+            size_t sum_len = 0;
             unsigned char *orig_sum = read_file(sum, &sum_len);
             CHECK(sum_len == 8u * n);
             int tried = 0;
@@ -248,7 +248,7 @@ int main(void)
                 if (b - a < 40) continue;
                 uint64_t off = codecs[c] == MTS_CODEC_LZ4 ? a + 21 + rng_below(&s, b - a - 42) : a + rng_below(&s, 4);
                 flip(off, 0x10);
-                size_t now_len;
+                size_t now_len = 0;
                 unsigned char *now = read_file(data, &now_len);
                 uint32_t v = mts_checksum_update(MTS_CHECKSUM_ADLER32, mts_checksum_initial(MTS_CHECKSUM_ADLER32),
                                                  now + a, (size_t)(b - a));
