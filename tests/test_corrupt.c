@@ -240,7 +240,7 @@ int main(void)
         if (codecs[c] != MTS_CODEC_NONE) {
             size_t sum_len = 0;
             unsigned char *orig_sum = read_file(sum, &sum_len);
-            CHECK(sum_len == 8u * n);
+            CHECK(orig_sum && sum_len == 8u * n);
             int tried = 0;
             for (int t = 0; t < 40 && tried < 10; t++) {
                 uint32_t p = (uint32_t)rng_below(&s, n);
@@ -250,6 +250,7 @@ int main(void)
                 flip(off, 0x10);
                 size_t now_len = 0;
                 unsigned char *now = read_file(data, &now_len);
+                CHECK(now && now_len == data_len);
                 uint32_t v = mts_checksum_update(MTS_CHECKSUM_ADLER32, mts_checksum_initial(MTS_CHECKSUM_ADLER32),
                                                  now + a, (size_t)(b - a));
                 free(now);
