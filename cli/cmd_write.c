@@ -14,7 +14,7 @@
 #include "mtshuffle.h"
 #include "workload.h"
 
-typedef int input_kind; /* IN_BATCH, IN_RECORDS or IN_UNSORTED (cli.h) */
+typedef int input_kind; /* IN_BATCH, IN_RECORDS, IN_UNSORTED, IN_TAGGED or IN_ASYNC (cli.h) */
 
 typedef struct write_cfg {
     mts_writer_options o;
@@ -29,6 +29,7 @@ typedef struct write_cfg {
 typedef struct task {
     uint32_t nbatches;
     wl_batch *batch;
+    unsigned char **tagged; /* IN_TAGGED: each batch's rows as tagged records */
     mts_writer_stats st;
     double seconds;
     int rc;
@@ -48,7 +49,8 @@ typedef struct run {
 
 static const char *input_name(input_kind k)
 {
-    return k == IN_BATCH ? "batch" : k == IN_RECORDS ? "records" : "unsorted";
+    return k == IN_BATCH ? "batch" : k == IN_RECORDS ? "records" : k == IN_UNSORTED ? "unsorted"
+         : k == IN_TAGGED ? "tagged" : "async";
 }
 
 static void write_usage(FILE *f)
@@ -63,7 +65,9 @@ static void write_usage(FILE *f)
             "  --partitions N      reduce partitions (200)\n"
             "  --skew F            fraction of rows forced into partition 0 (0)\n"
             "  --input KIND        batch (add_batch), records (append, grouped),\n"
-            "                      unsorted (append, generation order) (batch)\n"
+            "                      unsorted (append, generation order), tagged (append_tagged,\n"
+            "                      8 MiB buffers of tagged records in generation order, as the\n"
+            "                      Spark plugin gives them), async (add_batch_async) (batch)\n"
             "  --codec C           lz4, zstd or none (lz4)\n"
             "  --level L           zstd level (1)\n"
             "  --block-kib K       lz4 block size in KiB (32)\n"
@@ -124,6 +128,8 @@ static int parse_args(int argc, char **argv, write_cfg *c)
             if (!strcmp(optarg, "batch")) c->input = IN_BATCH;
             else if (!strcmp(optarg, "records")) c->input = IN_RECORDS;
             else if (!strcmp(optarg, "unsorted")) c->input = IN_UNSORTED;
+            else if (!strcmp(optarg, "tagged")) c->input = IN_TAGGED;
+            else if (!strcmp(optarg, "async")) c->input = IN_ASYNC;
             else { fprintf(stderr, "write: unknown --input '%s'\n", optarg); return -1; }
             break;
         case O_CODEC:
@@ -204,19 +210,10 @@ static int run_task(run *r, uint32_t t)
     mts_writer *w = NULL;
     double t0 = cli_now();
     int rc = mts_writer_create(&o, &w, tk->err, sizeof tk->err);
+    uint32_t given_back = 0; /* IN_ASYNC: batches the writer gave back */
     for (uint32_t b = 0; rc == 0 && b < tk->nbatches; b++) {
-        wl_batch *bt = &tk->batch[b];
-        if (c->input == IN_BATCH) {
-            rc = mts_writer_add_batch(w, bt->grouped, bt->offsets);
-        } else if (c->input == IN_RECORDS) {
-            for (uint32_t p = 0; rc == 0 && p < o.num_partitions; p++)
-                for (uint64_t off = bt->offsets[p]; rc == 0 && off < bt->offsets[p + 1]; off += WL_ROW_BYTES)
-                    rc = mts_writer_append(w, p, bt->grouped + off, WL_ROW_BYTES);
-        } else {
-            for (uint64_t i = 0; rc == 0 && i < bt->rows; i++)
-                rc = mts_writer_append(w, bt->part[i], bt->unsorted + i * WL_ROW_BYTES, WL_ROW_BYTES);
-        }
-        __atomic_add_fetch(&r->done_bytes, bt->bytes, __ATOMIC_RELAXED);
+        rc = bench_feed(w, c->input, &tk->batch[b], 1, tk->tagged ? &tk->tagged[b] : NULL, 0, &given_back);
+        __atomic_add_fetch(&r->done_bytes, tk->batch[b].bytes, __ATOMIC_RELAXED);
     }
     mts_commit_result res = {0};
     if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, &res);
@@ -224,6 +221,12 @@ static int run_task(run *r, uint32_t t)
     if (w) {
         if (rc < 0) snprintf(tk->err, sizeof tk->err, "%s", mts_writer_error(w));
         mts_writer_get_stats(w, &tk->st);
+    }
+    /* A committed writer has given back every batch it borrowed. */
+    if (rc == 0 && c->input == IN_ASYNC && __atomic_load_n(&given_back, __ATOMIC_RELAXED) != tk->nbatches) {
+        snprintf(tk->err, sizeof tk->err, "committed with %u of %u batches given back",
+                 __atomic_load_n(&given_back, __ATOMIC_RELAXED), tk->nbatches);
+        rc = MTS_E_STATE;
     }
     mts_writer_free(w);
     tk->rc = rc;
@@ -283,7 +286,13 @@ int cmd_write(int argc, char **argv)
         if (!tasks[t].batch) return 1;
         for (uint32_t b = 0; b < tasks[t].nbatches; b++) {
             uint64_t rows = rows_per_task / tasks[t].nbatches + (b < rows_per_task % tasks[t].nbatches);
-            if (wl_make_batch(&c.wl, t, b, rows, c.input == IN_UNSORTED, &tasks[t].batch[b]) < 0) {
+            int tagged = c.input == IN_TAGGED;
+            if (tagged && !tasks[t].tagged && !(tasks[t].tagged = calloc(tasks[t].nbatches, sizeof(unsigned char *)))) {
+                fprintf(stderr, "write: out of memory generating the workload\n");
+                return 1;
+            }
+            if (wl_make_batch(&c.wl, t, b, rows, c.input == IN_UNSORTED || tagged, &tasks[t].batch[b]) < 0 ||
+                (tagged && !(tasks[t].tagged[b] = bench_tagged(&tasks[t].batch[b])))) {
                 fprintf(stderr, "write: out of memory generating the workload\n");
                 return 1;
             }
@@ -393,8 +402,12 @@ int cmd_write(int argc, char **argv)
         if (adopted) printf("  %d task(s) adopted an existing committed output\n", adopted);
     }
     for (uint32_t t = 0; t < c.tasks; t++) {
-        for (uint32_t b = 0; b < tasks[t].nbatches; b++) wl_free_batch(&tasks[t].batch[b]);
+        for (uint32_t b = 0; b < tasks[t].nbatches; b++) {
+            wl_free_batch(&tasks[t].batch[b]);
+            if (tasks[t].tagged) free(tasks[t].tagged[b]);
+        }
         free(tasks[t].batch);
+        free(tasks[t].tagged);
     }
     free(tasks);
     free(th);
