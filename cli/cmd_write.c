@@ -282,15 +282,12 @@ int cmd_write(int argc, char **argv)
         /* An average of c.batches batches per task, rows spread evenly. */
         long nb = lround(c.batches * (t + 1)) - lround(c.batches * t);
         tasks[t].nbatches = (uint32_t)(nb < 1 ? 1 : nb);
+        int tagged = c.input == IN_TAGGED;
         tasks[t].batch = calloc(tasks[t].nbatches, sizeof(wl_batch));
-        if (!tasks[t].batch) return 1;
+        if (tagged) tasks[t].tagged = calloc(tasks[t].nbatches, sizeof(unsigned char *));
+        if (!tasks[t].batch || (tagged && !tasks[t].tagged)) return 1;
         for (uint32_t b = 0; b < tasks[t].nbatches; b++) {
             uint64_t rows = rows_per_task / tasks[t].nbatches + (b < rows_per_task % tasks[t].nbatches);
-            int tagged = c.input == IN_TAGGED;
-            if (tagged && !tasks[t].tagged && !(tasks[t].tagged = calloc(tasks[t].nbatches, sizeof(unsigned char *)))) {
-                fprintf(stderr, "write: out of memory generating the workload\n");
-                return 1;
-            }
             if (wl_make_batch(&c.wl, t, b, rows, c.input == IN_UNSORTED || tagged, &tasks[t].batch[b]) < 0 ||
                 (tagged && !(tasks[t].tagged[b] = bench_tagged(&tasks[t].batch[b])))) {
                 fprintf(stderr, "write: out of memory generating the workload\n");

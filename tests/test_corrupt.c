@@ -31,12 +31,8 @@ static size_t data_len, idx_len;
 
 static void restore(void)
 {
-    FILE *f = fopen(data, "wb");
-    fwrite(orig_data, 1, data_len, f);
-    fclose(f);
-    f = fopen(idx, "wb");
-    fwrite(orig_idx, 1, idx_len, f);
-    fclose(f);
+    write_file(data, orig_data, data_len);
+    write_file(idx, orig_idx, idx_len);
 }
 
 /* FNV-1a of every byte read, in order (read_all's digest of a whole read). */
@@ -75,6 +71,14 @@ static uint32_t partition_of(uint64_t off, uint32_t n)
     uint32_t p = 0;
     while (p + 1 < n && be64_at(orig_idx + 8 * (p + 1)) <= off) p++;
     return p;
+}
+
+/* A byte of partition [a, b)'s streams that the codec's own checks cover: an
+ * lz4 block's payload (past the first block's header, before the end block),
+ * a zstd frame's magic. */
+static uint64_t stream_flip_offset(mts_codec codec, uint64_t a, uint64_t b, uint64_t *s)
+{
+    return codec == MTS_CODEC_LZ4 ? a + 21 + rng_below(s, b - a - 42) : a + rng_below(s, 4);
 }
 
 static void flip(uint64_t off, unsigned char mask)
@@ -218,7 +222,7 @@ int main(void)
                 uint32_t p = (uint32_t)rng_below(&s, n);
                 uint64_t a = be64_at(orig_idx + 8 * p), b = be64_at(orig_idx + 8 * (p + 1));
                 if (b - a < 40) continue;
-                uint64_t off = codecs[c] == MTS_CODEC_LZ4 ? a + 21 + rng_below(&s, b - a - 42) : a + rng_below(&s, 4);
+                uint64_t off = stream_flip_offset(codecs[c], a, b, &s);
                 flip(off, 0x10);
                 int rc = read_all(MTS_VERIFY_NEVER, codecs[c], msg, sizeof msg);
                 char want[64];
@@ -238,7 +242,7 @@ int main(void)
          * reader tells it apart from damage after the write, as Spark's
          * reducer does. */
         if (codecs[c] != MTS_CODEC_NONE) {
-            size_t sum_len = 0;
+            size_t sum_len;
             unsigned char *orig_sum = read_file(sum, &sum_len);
             CHECK(orig_sum && sum_len == 8u * n);
             int tried = 0;
@@ -246,9 +250,9 @@ int main(void)
                 uint32_t p = (uint32_t)rng_below(&s, n);
                 uint64_t a = be64_at(orig_idx + 8 * p), b = be64_at(orig_idx + 8 * (p + 1));
                 if (b - a < 40) continue;
-                uint64_t off = codecs[c] == MTS_CODEC_LZ4 ? a + 21 + rng_below(&s, b - a - 42) : a + rng_below(&s, 4);
+                uint64_t off = stream_flip_offset(codecs[c], a, b, &s);
                 flip(off, 0x10);
-                size_t now_len = 0;
+                size_t now_len;
                 unsigned char *now = read_file(data, &now_len);
                 CHECK(now && now_len == data_len);
                 uint32_t v = mts_checksum_update(MTS_CHECKSUM_ADLER32, mts_checksum_initial(MTS_CHECKSUM_ADLER32),
@@ -257,9 +261,7 @@ int main(void)
                 unsigned char *sums = malloc(sum_len);
                 memcpy(sums, orig_sum, sum_len);
                 put_be64_test(sums + 8 * p, v);
-                FILE *f = fopen(sum, "wb");
-                CHECK(f && fwrite(sums, 1, sum_len, f) == sum_len);
-                fclose(f);
+                write_file(sum, sums, sum_len);
                 free(sums);
                 int rc = read_all(MTS_VERIFY_AUTO, codecs[c], msg, sizeof msg);
                 char want[64];
@@ -273,9 +275,7 @@ int main(void)
                 detected++;
                 tried++;
                 restore();
-                f = fopen(sum, "wb");
-                CHECK(f && fwrite(orig_sum, 1, sum_len, f) == sum_len);
-                fclose(f);
+                write_file(sum, orig_sum, sum_len);
             }
             CHECK(tried == 10);
             free(orig_sum);
@@ -301,9 +301,7 @@ int main(void)
             memcpy(bad, orig_idx, idx_len);
             memcpy(bad + 8 * i, orig_idx + 8 * j, 8);
             memcpy(bad + 8 * j, orig_idx + 8 * i, 8);
-            FILE *f = fopen(idx, "wb");
-            fwrite(bad, 1, idx_len, f);
-            fclose(f);
+            write_file(idx, bad, idx_len);
             free(bad);
             int rc = read_all(MTS_VERIFY_ALWAYS, codecs[c], msg, sizeof msg);
             CHECK(rc == MTS_E_CORRUPT && strstr(msg, "index") && strstr(msg, "offset"));
@@ -318,9 +316,7 @@ int main(void)
             unsigned char *bad = malloc(idx_len);
             memcpy(bad, orig_idx, idx_len);
             put_be64_test(bad + 8 * i, v - 1);
-            FILE *f = fopen(idx, "wb");
-            fwrite(bad, 1, idx_len, f);
-            fclose(f);
+            write_file(idx, bad, idx_len);
             free(bad);
             CHECK(read_all(MTS_VERIFY_ALWAYS, codecs[c], msg, sizeof msg) == MTS_E_CORRUPT);
             detected++;

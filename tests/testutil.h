@@ -98,8 +98,10 @@ static inline void rm_rf(const char *dir)
     rmdir(dir);
 }
 
+/* The file's bytes (malloc'd), or NULL with *len 0. */
 static inline unsigned char *read_file(const char *path, size_t *len)
 {
+    *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -108,8 +110,16 @@ static inline unsigned char *read_file(const char *path, size_t *len)
     unsigned char *b = malloc((size_t)n + 1);
     if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
     fclose(f);
-    *len = (size_t)n;
+    *len = b ? (size_t)n : 0;
     return b;
+}
+
+/* Replaces the file's bytes with buf[0, len). */
+static inline void write_file(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(buf, 1, len, f) == len);
+    CHECK(fclose(f) == 0);
 }
 
 /* An mts_batch_done that counts the batches given back in the uint32_t at
