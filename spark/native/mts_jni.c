@@ -270,10 +270,11 @@ JNIEXPORT jlongArray JNICALL Java_org_mtshuffle_NativeShuffleWriter_stats(JNIEnv
     jni_writer *jw = handle(env, h, "stats");
     mts_writer_stats st;
     if (!jw || mts_writer_get_stats(jw->w, &st) < 0) return NULL;
-    jlong v[9] = {(jlong)st.bytes_in, (jlong)st.bytes_out, (jlong)st.records, (jlong)st.compress_ns, (jlong)st.write_ns,
-                  (jlong)st.budget_wait_ns, (jlong)st.peak_bytes_held, (jlong)st.bytes_spilled, (jlong)st.runs};
-    jlongArray out = (*env)->NewLongArray(env, 9);
-    if (out) (*env)->SetLongArrayRegion(env, out, 0, 9, v);
+    jlong v[10] = {(jlong)st.bytes_in, (jlong)st.bytes_out, (jlong)st.records, (jlong)st.compress_ns, (jlong)st.write_ns,
+                   (jlong)st.budget_wait_ns, (jlong)st.peak_bytes_held, (jlong)st.bytes_spilled, (jlong)st.runs,
+                   (jlong)st.bytes_merged};
+    jlongArray out = (*env)->NewLongArray(env, 10);
+    if (out) (*env)->SetLongArrayRegion(env, out, 0, 10, v);
     return out;
 }
 

@@ -199,6 +199,9 @@ public class NativeWriterTest {
                     long[] sums = new long[n];
                     long[] lengths = w.finish(sums);
                     verify(data, lengths, sums, want);
+                    long[] ws = w.stats();
+                    check(ws.length == 10 && ws[1] == Files.size(data) && ws[9] <= ws[1] && (ws[7] == 0 || ws[9] > 0),
+                          "stats: bytes out is the file's size, what was spilled was merged into it: " + Arrays.toString(ws));
                     Files.delete(data);
                 } catch (Throwable x) {
                     errors.add(x);

@@ -62,7 +62,8 @@ public final class NativeShuffleWriter implements AutoCloseable {
         return finish(live(), checksums);
     }
 
-    /** bytes in, bytes out, records, compress ns, write ns, budget wait ns, peak bytes held, bytes spilled, runs. */
+    /** bytes in, bytes out, records, compress ns, write ns, budget wait ns, peak bytes held, bytes spilled, runs,
+     *  bytes merged (mts_writer_stats). */
     public long[] stats() {
         return stats(live());
     }

@@ -26,6 +26,8 @@ import org.mtshuffle.NativeShuffleWriter;
 import scala.Option;
 import scala.Product2;
 import scala.collection.Iterator;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One map task. Records are serialised into a direct buffer, each tagged with
@@ -37,6 +39,9 @@ import scala.collection.Iterator;
  * shuffle I/O plugin. Every error names the shuffle and map.
  */
 final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
+    private static final Logger LOG = LoggerFactory.getLogger(MtsShuffleWriter.class);
+    private static final long LOG_WRITE_BYTES = 64L << 20; /* a map task writing this much logs its stats at info */
+
     private final MtsShuffleManager manager;
     private final MtsConf c;
     private final IndexShuffleBlockResolver resolver;
@@ -119,6 +124,7 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
         } catch (IOException | IllegalArgumentException e) {
             throw failure("finishing the data file", e);
         }
+        logStats(nw.stats(), handed[0], System.nanoTime() - t2);
         nw.close();
         nw = null;
         commit(n, c.checksum == NativeShuffleWriter.CHECKSUM_NONE ? new long[0] : sums);
@@ -128,6 +134,18 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
         metrics.incRecordsWritten(count);
         metrics.incWriteTime(writeNs + System.nanoTime() - t2);
         status = MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId);
+    }
+
+    /** Where a map task's write went: at info for a large task, else at debug. st: NativeShuffleWriter.stats(). */
+    private void logStats(long[] st, long handedNs, long finishNs) {
+        if (st == null || st.length < 10 || (st[0] < LOG_WRITE_BYTES && !LOG.isDebugEnabled())) return;
+        String line = "mtshuffle: shuffle {} map {} wrote {} records, {} bytes in, {} bytes out; handing buffers over "
+                + "took this task {} ms and the commit {} ms ({} ms of them waiting for budget); compression {} ms on the "
+                + "engine's threads, writes {} ms; {} bytes spilled, {} bytes merged, peak {} bytes held, {} runs";
+        Object[] args = {shuffleId, mapId, st[2], st[0], st[1], handedNs / 1_000_000, finishNs / 1_000_000,
+                st[5] / 1_000_000, st[3] / 1_000_000, st[4] / 1_000_000, st[7], st[9], st[6], st[8]};
+        if (st[0] >= LOG_WRITE_BYTES) LOG.info(line, args);
+        else LOG.debug(line, args);
     }
 
     /** Commits tmp through Spark's shuffle I/O plugin; lengths end up as committed (an earlier
