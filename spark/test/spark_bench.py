@@ -14,20 +14,22 @@ at each task size (spark.sql.files.maxPartitionBytes), interleaved: every
 repetition runs every writer at every size, the writers' order rotating from
 one repetition to the next. Each run is its own application; measured from
 Spark's REST API: query wall time, the map stage's summed task run time
-(executorRunTime) and wall time, the reduce stage's wall time and summed task
+(executorRunTime), wall time and slowest task, the reduce stage's wall time and summed task
 run time (its 200 tasks read the shuffle and write one row each: the "tiny"
 stage), the executor's peak process-tree RSS (MiB) and, in a second query whose first exchange puts 80% of the rows into
 one partition, the skewed map stage's wall time; and in a third, whose exchange puts half the rows
 into one of 8 partitions, the skewed reduce stage's wall time and summed task run time (its big
 task reads alone at the end). "floor" (not a writer) runs
 the map side without its exchange: the scan, every row's partition id and a
-count, so that map task time minus the floor is what writing costs. Medians, ratios against
+count, so that map task time minus the floor is what writing costs. For mtshuffle, the seed
+query's map tasks' budget waits and bytes spilled, summed from the line each task's writer logs
+(tasks of 64 MiB or more). Medians, ratios against
 mtshuffle, and Welch's t-test (two-sided) per metric.
 
     spark_bench.py --jar JAR --native LIB --work DIR --rows N --reps R [--sizes 128m,32m]
     spark_bench.py --report RESULT.json    (the summary as a markdown table)
 """
-import argparse, itertools, json, math, os, statistics, sys
+import argparse, itertools, json, math, os, re, statistics, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
@@ -44,8 +46,25 @@ WRITERS = {
     # not a writer: the map stage's work without the exchange (scan, partition ids, a count), its floor
     "floor": {"mode": "spark", "conf": {}},
 }
-METRICS = ("query_s", "map_task_s", "map_stage_s", "reduce_stage_s", "tiny_task_s", "skew_stage_s", "skew_query_s",
-           "executor_rss_mib", "skew_read_stage_s", "skew_read_task_s")
+METRICS = ("query_s", "map_task_s", "map_stage_s", "map_task_max_s", "reduce_stage_s", "tiny_task_s", "skew_stage_s",
+           "skew_query_s", "executor_rss_mib", "skew_read_stage_s", "skew_read_task_s", "map_budget_wait_s",
+           "map_spilled_mb")
+# a map task's write, from the line the plugin's writer logs for a task of 64 MiB or more
+WROTE = re.compile(r"mtshuffle: shuffle (\d+) map (\d+) wrote .*\((\d+) ms of them waiting for budget\).*; "
+                   r"(\d+) bytes spilled, (\d+) bytes merged")
+
+
+def write_logs(base, app, shuffle):
+    """Budget waits (s) and bytes spilled (MB) summed over the map tasks of one shuffle, from the executors'
+    logs; NaN where no task logged (Spark's writers, or tasks under 64 MiB)."""
+    waits, spilled = [], []
+    for line in e2e.log_lines(base["work"], app, " wrote "):
+        m = WROTE.search(line)
+        if m and int(m.group(1)) == shuffle:
+            waits.append(int(m.group(3)) / 1e3)
+            spilled.append(int(m.group(4)) / 1e6)
+    nan = float("nan")
+    return (sum(waits), sum(spilled)) if waits else (nan, nan)
 
 
 def seed_run(base, mode, conf):
@@ -65,10 +84,13 @@ def measure(base, writer, size):
         nan = float("nan")
         return {"query_s": r["seed_query_seconds"][0], "map_task_s": scan["executor_run_time_ms"] / 1e3,
                 "map_stage_s": scan["duration_ms"] / 1e3, "map_tasks": scan["num_tasks"], "shuffle_bytes": 0,
+                "map_task_max_s": max(scan.get("task_run_ms") or [nan]) / 1e3,
+                "map_budget_wait_s": nan, "map_spilled_mb": nan,
                 "reduce_stage_s": nan, "tiny_task_s": nan, "skew_stage_s": nan, "skew_query_s": nan,
                 "executor_rss_mib": nan,
                 "skew_read_stage_s": nan, "skew_read_task_s": nan, "result": None, "skew_result": None}
     r, mapst = seed_run(base, w["mode"], conf)
+    wait_s, spilled_mb = write_logs(base, r["app"], 0)
     if not r["manager"].endswith("MtsShuffleManager" if w["mode"] == "mts" else "SortShuffleManager"):
         raise SystemExit("spark_bench: %s ran with %s" % (writer, r["manager"]))
     # the seed query's reduce stage: 200 tasks that read its shuffle and each write one row
@@ -81,6 +103,8 @@ def measure(base, writer, size):
     rd = max((x for x in sr["stages"] if x["num_tasks"] == 8), key=lambda x: x["shuffle_read_bytes"])
     return {"query_s": r["seed_query_seconds"][0], "map_task_s": mapst["executor_run_time_ms"] / 1e3,
             "map_stage_s": mapst["duration_ms"] / 1e3, "map_tasks": mapst["num_tasks"],
+            "map_task_max_s": max(mapst.get("task_run_ms") or [float("nan")]) / 1e3,
+            "map_budget_wait_s": wait_s, "map_spilled_mb": spilled_mb,
             "shuffle_bytes": mapst["shuffle_write_bytes"],
             "reduce_stage_s": tiny[0]["duration_ms"] / 1e3 if tiny else float("nan"),
             "tiny_task_s": tiny[0]["executor_run_time_ms"] / 1e3 if tiny else float("nan"),
@@ -151,12 +175,12 @@ def main():
         for size, w in itertools.product(sizes, order):
             m = measure(base, w, size)
             runs[size][w].append(m)
-            print("rep %d size %s %-15s query %6.2f s, map tasks %6.2f s (%d tasks, %d bytes), reduce stage %5.2f s "
-                  "(tasks %5.2f s), skewed stage %5.2f s, skewed read stage %5.2f s "
-                  "(tasks %5.2f s)" % (
-                      rep, size, w, m["query_s"], m["map_task_s"], m["map_tasks"], m["shuffle_bytes"],
-                      m["reduce_stage_s"], m["tiny_task_s"], m["skew_stage_s"], m["skew_read_stage_s"],
-                      m["skew_read_task_s"]),
+            print("rep %d size %s %-15s query %6.2f s, map tasks %6.2f s (%d tasks, slowest %5.2f s, %d bytes, "
+                  "budget waits %5.2f s, %.0f MB spilled), reduce stage %5.2f s (tasks %5.2f s), skewed stage "
+                  "%5.2f s, skewed read stage %5.2f s (tasks %5.2f s)" % (
+                      rep, size, w, m["query_s"], m["map_task_s"], m["map_tasks"], m["map_task_max_s"],
+                      m["shuffle_bytes"], m["map_budget_wait_s"], m["map_spilled_mb"], m["reduce_stage_s"],
+                      m["tiny_task_s"], m["skew_stage_s"], m["skew_read_stage_s"], m["skew_read_task_s"]),
                   flush=True)
     out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "runs": runs, "summary": {}}
     for size in sizes:
