@@ -120,11 +120,21 @@ static void worker_sched(void)
 #endif
 }
 
+/* A worker names itself, so that top, perf and a JVM's thread dump tell it
+ * from the thread that created the engine (whose name it would inherit). */
+static void worker_name(unsigned index)
+{
+    char name[16]; /* the kernel keeps 15 bytes */
+    snprintf(name, sizeof name, "mts-worker-%u", index);
+    (void)pthread_setname_np(pthread_self(), name); /* advisory, as above */
+}
+
 static void *worker_main(void *arg)
 {
     eng_worker *w = arg;
     mts_engine *e = w->e;
     worker_sched();
+    worker_name(w->index);
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (!e->stop && !e->run_head) pthread_cond_wait(&e->work_cv, &e->mu);

@@ -300,6 +300,8 @@ static void test_urgent(void)
 typedef struct pjob {
     eng_job base;
     int policy, on_worker, drained;
+    unsigned index;
+    char name[16]; /* the running thread's */
 } pjob;
 
 static void prun(void *ctx, eng_job *j, eng_worker *w)
@@ -308,6 +310,8 @@ static void prun(void *ctx, eng_job *j, eng_worker *w)
     pjob *p = (pjob *)j;
     p->policy = sched_getscheduler(0);
     p->on_worker = w->index < eng_threads(w->e);
+    p->index = w->index;
+    CHECK(pthread_getname_np(pthread_self(), p->name, sizeof p->name) == 0);
 }
 
 static void pdrain(void *ctx, eng_job *j)
@@ -327,7 +331,8 @@ static void *try_batch(void *arg)
 
 /* Workers run under SCHED_BATCH (unless MTS_DISABLE_SCHED_BATCH is set, or
  * the system refuses it to a thread of this process, as a scratch thread
- * finds out); a caller that runs its own job keeps its policy. */
+ * finds out) and are named mts-worker-N; a caller that runs its own job keeps
+ * its policy and its name. */
 static void test_worker_policy(void)
 {
     int off = mts_env_flag("MTS_DISABLE_SCHED_BATCH");
@@ -344,8 +349,13 @@ static void test_worker_policy(void)
     eng_submit(&c, &w.base);
     while (!__atomic_load_n(&w.drained, __ATOMIC_ACQUIRE)) usleep(100); /* not eng_wait_idle: a worker runs it */
     CHECK(w.on_worker && w.policy == want);
+    char name[16];
+    snprintf(name, sizeof name, "mts-worker-%u", w.index);
+    CHECK(strcmp(w.name, name) == 0);
+    char mine[16];
+    CHECK(pthread_getname_np(pthread_self(), mine, sizeof mine) == 0);
     eng_submit_quiet(&c, &here.base);
-    if (eng_run_queued(&c, &here.base)) CHECK(!here.on_worker && here.policy == before);
+    if (eng_run_queued(&c, &here.base)) CHECK(!here.on_worker && here.policy == before && !strcmp(here.name, mine));
     eng_wait_idle(&c);
     CHECK(sched_getscheduler(0) == before);
     eng_client_destroy(&c);
