@@ -120,7 +120,7 @@ static void worker_sched(void)
 #endif
 }
 
-/* A worker names itself, so that top, perf and a JVM's thread dump tell it
+/* A worker names itself, so that top, ps and perf tell it
  * from the thread that created the engine (whose name it would inherit). */
 static void worker_name(unsigned index)
 {
