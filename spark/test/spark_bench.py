@@ -21,7 +21,10 @@ one partition, the skewed map stage's wall time; and in a third, whose exchange 
 into one of 8 partitions, the skewed reduce stage's wall time and summed task run time (its big
 task reads alone at the end). "floor" (not a writer) runs
 the map side without its exchange: the scan, every row's partition id and a
-count, so that map task time minus the floor is what writing costs. For mtshuffle, the seed
+count, so that map task time minus the floor is what writing costs. With --warm
+the seed query (and the floor) runs a second time in the same application,
+its code compiled by then, as in an executor that has run queries before
+(warm_query_s, warm_map_task_s, warm_reduce_stage_s). For mtshuffle, the seed
 query's map tasks' budget waits and bytes spilled, summed from the line each task's writer logs
 (tasks of 64 MiB or more). Medians, ratios against
 mtshuffle, and Welch's t-test (two-sided) per metric.
@@ -48,7 +51,7 @@ WRITERS = {
 }
 METRICS = ("query_s", "map_task_s", "map_stage_s", "map_task_max_s", "reduce_stage_s", "tiny_task_s", "skew_stage_s",
            "skew_query_s", "executor_rss_mib", "skew_read_stage_s", "skew_read_task_s", "map_budget_wait_s",
-           "map_spilled_mb")
+           "map_spilled_mb", "warm_query_s", "warm_map_task_s", "warm_reduce_stage_s")
 # a map task's write, from the line the plugin's writer logs for a task of 64 MiB or more
 WROTE = re.compile(r"mtshuffle: shuffle (\d+) map (\d+) wrote .*\((\d+) ms of them waiting for budget\).*; "
                    r"(\d+) bytes spilled, (\d+) bytes merged")
@@ -68,33 +71,54 @@ def write_logs(base, app, shuffle):
 
 
 def seed_run(base, mode, conf):
-    """The seed's query alone: e2e's result and its map stage (the stage that writes most)."""
+    """The seed's query alone, once: e2e's result and its map stage (the stage that writes most)."""
     r = e2e.run(dict(base, mode=mode, seed_only=True, conf=conf))
     return r, max(r["stages"], key=lambda x: x["shuffle_write_bytes"])
 
 
-def measure(base, writer, size):
+def by_id(stages):
+    return sorted(stages, key=lambda x: x["id"])
+
+
+def warm_metrics(r, maps, tiny):
+    """The seed query's second run in the same application (--warm): its query time, map stage task time
+    and reduce stage wall time; NaN without --warm."""
+    nan = float("nan")
+    if len(r["seed_query_seconds"]) < 2 or len(maps) < 2:
+        return {"warm_query_s": nan, "warm_map_task_s": nan, "warm_reduce_stage_s": nan}
+    return {"warm_query_s": r["seed_query_seconds"][1], "warm_map_task_s": maps[1]["executor_run_time_ms"] / 1e3,
+            "warm_reduce_stage_s": tiny[1]["duration_ms"] / 1e3 if len(tiny) > 1 else nan}
+
+
+def measure(base, writer, size, warm=False):
     w = WRITERS[writer]
     conf = dict(w["conf"], **{"spark.sql.files.maxPartitionBytes": size,
                               "spark.executor.processTreeMetrics.enabled": "true",
                               "spark.executor.metrics.pollingInterval": "100ms"})
+    reps = 2 if warm else 1  # with --warm the query runs again in the same application, its code compiled
     if writer == "floor":
-        r = e2e.run(dict(base, mode="spark", scenario="floor", conf=conf))
-        scan = max(r["stages"], key=lambda x: x["executor_run_time_ms"])
+        r = e2e.run(dict(base, mode="spark", scenario="floor", conf=conf, reps=reps))
+        most = max(x["num_tasks"] for x in r["stages"])  # the scan: its tasks outnumber the other stages'
+        scans = by_id(x for x in r["stages"] if x["num_tasks"] == most)
+        scan = scans[0]
         nan = float("nan")
-        return {"query_s": r["seed_query_seconds"][0], "map_task_s": scan["executor_run_time_ms"] / 1e3,
-                "map_stage_s": scan["duration_ms"] / 1e3, "map_tasks": scan["num_tasks"], "shuffle_bytes": 0,
-                "map_task_max_s": max(scan.get("task_run_ms") or [nan]) / 1e3,
-                "map_budget_wait_s": nan, "map_spilled_mb": nan,
-                "reduce_stage_s": nan, "tiny_task_s": nan, "skew_stage_s": nan, "skew_query_s": nan,
-                "executor_rss_mib": nan,
-                "skew_read_stage_s": nan, "skew_read_task_s": nan, "result": None, "skew_result": None}
-    r, mapst = seed_run(base, w["mode"], conf)
+        return dict({"query_s": r["seed_query_seconds"][0], "map_task_s": scan["executor_run_time_ms"] / 1e3,
+                     "map_stage_s": scan["duration_ms"] / 1e3, "map_tasks": scan["num_tasks"], "shuffle_bytes": 0,
+                     "map_task_max_s": max(scan.get("task_run_ms") or [nan]) / 1e3,
+                     "map_budget_wait_s": nan, "map_spilled_mb": nan,
+                     "reduce_stage_s": nan, "tiny_task_s": nan, "skew_stage_s": nan, "skew_query_s": nan,
+                     "executor_rss_mib": nan,
+                     "skew_read_stage_s": nan, "skew_read_task_s": nan, "result": None, "skew_result": None},
+                    **warm_metrics(r, scans, []))
+    # the seed query alone; its map stage (first by id: the query may run twice) is the one that writes
+    r = e2e.run(dict(base, mode=w["mode"], seed_only=True, conf=conf, reps=reps))
+    maps = by_id(x for x in r["stages"] if x["shuffle_write_bytes"] >= 1 << 20)
+    mapst = maps[0]
     wait_s, spilled_mb = write_logs(base, r["app"], 0)
     if not r["manager"].endswith("MtsShuffleManager" if w["mode"] == "mts" else "SortShuffleManager"):
         raise SystemExit("spark_bench: %s ran with %s" % (writer, r["manager"]))
     # the seed query's reduce stage: 200 tasks that read its shuffle and each write one row
-    tiny = [x for x in r["stages"] if x["num_tasks"] == 200 and 0 < x["shuffle_write_bytes"] < 1 << 20]
+    tiny = by_id(x for x in r["stages"] if x["num_tasks"] == 200 and 0 < x["shuffle_write_bytes"] < 1 << 20)
     s = e2e.run(dict(base, mode=w["mode"], scenario="skew", conf=conf))
     # the skewed stage: the second exchange's map stage, the stage that reads 4 partitions and writes most
     skewed = max((x for x in s["stages"] if x["num_tasks"] == 4), key=lambda x: x["shuffle_write_bytes"])
@@ -111,7 +135,8 @@ def measure(base, writer, size):
             "skew_stage_s": skewed["duration_ms"] / 1e3, "skew_query_s": s["seed_query_seconds"][0],
             "executor_rss_mib": max(e["ProcessTreeJVMRSSMemory"] for e in r["executor_peaks"]) / 2 ** 20,
             "skew_read_stage_s": rd["duration_ms"] / 1e3, "skew_read_task_s": rd["executor_run_time_ms"] / 1e3,
-            "result": r["seed_query"], "skew_result": [s["skew_query"], sr["skew_read_query"]]}
+            "result": r["seed_query"], "skew_result": [s["skew_query"], sr["skew_read_query"]],
+            **warm_metrics(r, maps, tiny)}
 
 
 def report(path):
@@ -164,6 +189,8 @@ def main():
     ap.add_argument("--sizes", default="128m,32m", help="spark.sql.files.maxPartitionBytes values")
     ap.add_argument("--writers", default=",".join(WRITERS))
     ap.add_argument("--out", default=None)
+    ap.add_argument("--warm", action="store_true",
+                    help="run the seed query a second time in the same application and report it too (warm_*)")
     a = ap.parse_args()
     table = e2e.make_table(a.work, a.rows)
     base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": 1,
@@ -173,14 +200,16 @@ def main():
     for rep in range(a.reps):
         order = writers[rep % len(writers):] + writers[:rep % len(writers)]
         for size, w in itertools.product(sizes, order):
-            m = measure(base, w, size)
+            m = measure(base, w, size, a.warm)
             runs[size][w].append(m)
             print("rep %d size %s %-15s query %6.2f s, map tasks %6.2f s (%d tasks, slowest %5.2f s, %d bytes, "
                   "budget waits %5.2f s, %.0f MB spilled), reduce stage %5.2f s (tasks %5.2f s), skewed stage "
-                  "%5.2f s, skewed read stage %5.2f s (tasks %5.2f s)" % (
+                  "%5.2f s, skewed read stage %5.2f s (tasks %5.2f s); warm: query %5.2f s, map tasks %5.2f s, "
+                  "reduce stage %5.2f s" % (
                       rep, size, w, m["query_s"], m["map_task_s"], m["map_tasks"], m["map_task_max_s"],
                       m["shuffle_bytes"], m["map_budget_wait_s"], m["map_spilled_mb"], m["reduce_stage_s"],
-                      m["tiny_task_s"], m["skew_stage_s"], m["skew_read_stage_s"], m["skew_read_task_s"]),
+                      m["tiny_task_s"], m["skew_stage_s"], m["skew_read_stage_s"], m["skew_read_task_s"],
+                      m["warm_query_s"], m["warm_map_task_s"], m["warm_reduce_stage_s"]),
                   flush=True)
     out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "runs": runs, "summary": {}}
     for size in sizes:
