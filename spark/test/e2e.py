@@ -212,13 +212,12 @@ res["stages"] = [{"id": x["stageId"], "name": x["name"][:60], "shuffle_write_byt
                   "num_tasks": x.get("numTasks", 0), "remote_bytes_read": x.get("shuffleRemoteBytesRead", 0), "shuffle_read_bytes": x.get("shuffleReadBytes", 0),
                   "duration_ms": ms(x.get("completionTime")) - ms(x.get("submissionTime"))}
                  for x in stages]
-# each task of the stages with few tasks (the map stages at the bench's sizes): run time and CPU time
+# each task's run time, in the stages with few tasks (the map stages at the bench's sizes)
 for st, x in zip(res["stages"], stages):
     if 0 < x.get("numTasks", 0) <= 16:
         tl = json.load(urllib.request.urlopen("http://127.0.0.1:4050/api/v1/applications/%s/stages/%d/%d/taskList?length=16"
                                               % (app, x["stageId"], x["attemptId"])))
         st["task_run_ms"] = [t["taskMetrics"]["executorRunTime"] for t in tl if "taskMetrics" in t]
-        st["task_cpu_ms"] = [t["taskMetrics"]["executorCpuTime"] / 1e6 for t in tl if "taskMetrics" in t]
 res["seed_query_seconds"] = times
 res["manager"] = sc._jsc.sc().env().shuffleManager().getClass().getName()
 # peak process-tree RSS and direct/off-heap pools of each executor (with spark.executor.processTreeMetrics.enabled)

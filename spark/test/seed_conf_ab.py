@@ -37,7 +37,7 @@ def main():
     for rep in range(a.reps):
         for v in (values if rep % 2 == 0 else values[::-1]):
             conf = {"spark.sql.files.maxPartitionBytes": a.size, a.key: v}
-            r, st = seed_run(base, "mts", conf)
+            r, (st,) = seed_run(base, "mts", conf)
             res[v].append({"query_s": r["seed_query_seconds"][0], "map_task_s": st["executor_run_time_ms"] / 1e3})
             print("rep %d %s=%s query %.2f s, map tasks %.2f s" % (rep, a.key, v, res[v][-1]["query_s"],
                                                                   res[v][-1]["map_task_s"]), flush=True)

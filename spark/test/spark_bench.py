@@ -53,8 +53,8 @@ METRICS = ("query_s", "map_task_s", "map_stage_s", "map_task_max_s", "reduce_sta
            "skew_query_s", "executor_rss_mib", "skew_read_stage_s", "skew_read_task_s", "map_budget_wait_s",
            "map_spilled_mb", "warm_query_s", "warm_map_task_s", "warm_reduce_stage_s")
 # a map task's write, from the line the plugin's writer logs for a task of 64 MiB or more
-WROTE = re.compile(r"mtshuffle: shuffle (\d+) map (\d+) wrote .*\((\d+) ms of them waiting for budget\).*; "
-                   r"(\d+) bytes spilled, (\d+) bytes merged")
+WROTE = re.compile(r"mtshuffle: shuffle (\d+) map \d+ wrote .*\((\d+) ms of them waiting for budget\).*; "
+                   r"(\d+) bytes spilled")
 
 
 def write_logs(base, app, shuffle):
@@ -64,20 +64,25 @@ def write_logs(base, app, shuffle):
     for line in e2e.log_lines(base["work"], app, " wrote "):
         m = WROTE.search(line)
         if m and int(m.group(1)) == shuffle:
-            waits.append(int(m.group(3)) / 1e3)
-            spilled.append(int(m.group(4)) / 1e6)
+            waits.append(int(m.group(2)) / 1e3)
+            spilled.append(int(m.group(3)) / 1e6)
     nan = float("nan")
     return (sum(waits), sum(spilled)) if waits else (nan, nan)
 
 
-def seed_run(base, mode, conf):
-    """The seed's query alone, once: e2e's result and its map stage (the stage that writes most)."""
-    r = e2e.run(dict(base, mode=mode, seed_only=True, conf=conf))
-    return r, max(r["stages"], key=lambda x: x["shuffle_write_bytes"])
-
-
 def by_id(stages):
     return sorted(stages, key=lambda x: x["id"])
+
+
+def seed_run(base, mode, conf, reps=1):
+    """The seed's query alone, reps times in one application: e2e's result and its map stages (the stages
+    that write the shuffle), in the order the query's runs made them."""
+    r = e2e.run(dict(base, mode=mode, seed_only=True, conf=conf, reps=reps))
+    return r, by_id(x for x in r["stages"] if x["shuffle_write_bytes"] >= 1 << 20)
+
+
+def slowest_task_s(stage):
+    return max(stage.get("task_run_ms") or [float("nan")]) / 1e3
 
 
 def warm_metrics(r, maps, tiny):
@@ -104,16 +109,14 @@ def measure(base, writer, size, warm=False):
         nan = float("nan")
         return dict({"query_s": r["seed_query_seconds"][0], "map_task_s": scan["executor_run_time_ms"] / 1e3,
                      "map_stage_s": scan["duration_ms"] / 1e3, "map_tasks": scan["num_tasks"], "shuffle_bytes": 0,
-                     "map_task_max_s": max(scan.get("task_run_ms") or [nan]) / 1e3,
+                     "map_task_max_s": slowest_task_s(scan),
                      "map_budget_wait_s": nan, "map_spilled_mb": nan,
                      "reduce_stage_s": nan, "tiny_task_s": nan, "skew_stage_s": nan, "skew_query_s": nan,
                      "executor_rss_mib": nan,
                      "skew_read_stage_s": nan, "skew_read_task_s": nan, "result": None, "skew_result": None},
                     **warm_metrics(r, scans, []))
-    # the seed query alone; its map stage (first by id: the query may run twice) is the one that writes
-    r = e2e.run(dict(base, mode=w["mode"], seed_only=True, conf=conf, reps=reps))
-    maps = by_id(x for x in r["stages"] if x["shuffle_write_bytes"] >= 1 << 20)
-    mapst = maps[0]
+    r, maps = seed_run(base, w["mode"], conf, reps)
+    mapst = maps[0]  # the first run's
     wait_s, spilled_mb = write_logs(base, r["app"], 0)
     if not r["manager"].endswith("MtsShuffleManager" if w["mode"] == "mts" else "SortShuffleManager"):
         raise SystemExit("spark_bench: %s ran with %s" % (writer, r["manager"]))
@@ -127,7 +130,7 @@ def measure(base, writer, size, warm=False):
     rd = max((x for x in sr["stages"] if x["num_tasks"] == 8), key=lambda x: x["shuffle_read_bytes"])
     return {"query_s": r["seed_query_seconds"][0], "map_task_s": mapst["executor_run_time_ms"] / 1e3,
             "map_stage_s": mapst["duration_ms"] / 1e3, "map_tasks": mapst["num_tasks"],
-            "map_task_max_s": max(mapst.get("task_run_ms") or [float("nan")]) / 1e3,
+            "map_task_max_s": slowest_task_s(mapst),
             "map_budget_wait_s": wait_s, "map_spilled_mb": spilled_mb,
             "shuffle_bytes": mapst["shuffle_write_bytes"],
             "reduce_stage_s": tiny[0]["duration_ms"] / 1e3 if tiny else float("nan"),
