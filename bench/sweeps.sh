@@ -6,8 +6,10 @@
 #
 #   bench/sweeps.sh [--mtshuffle build/mtshuffle] [--reps 7] [--label HEAD] \
 #       [--tmpfs /dev/shm] [--disk /var/tmp] [--out bench/results-engine] \
-#       [--only tmpfs|disk]
+#       [--only tmpfs|disk] [--quick]
 #
+# --quick: small tasks (2 x 8 MiB, and 1 x 32 MiB where the sweep takes 4 x 128 MiB) and 1
+# repetition unless --reps says otherwise: a smoke test that every sweep runs, not a measurement.
 # --tmpfs and --disk name where each run makes (and removes) its own scratch directory.
 # JSON: OUT/{shapes,batches-async,spill,partitions,threads,limit-read}-{tmpfs,disk}-LABEL.json.
 # About 13 minutes on a 2-CPU machine at 7 repetitions. Nothing else should run meanwhile.
@@ -21,17 +23,20 @@ tmpfs_dir=/dev/shm
 disk_dir=/var/tmp
 out=bench/results-engine
 only=
+quick=0
+reps_given=0
 
 while [ $# -gt 0 ]; do
     case "$1" in
         --mtshuffle) mts=$2; shift 2 ;;
-        --reps) reps=$2; shift 2 ;;
+        --reps) reps=$2; reps_given=1; shift 2 ;;
         --label) label=$2; shift 2 ;;
         --tmpfs) tmpfs_dir=$2; shift 2 ;;
         --disk) disk_dir=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --only) only=$2; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        --quick) quick=1; shift ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "sweeps.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -39,6 +44,13 @@ done
 [ -x "$mts" ] || { echo "sweeps.sh: '$mts' is not an executable mtshuffle (build first, or --mtshuffle)" >&2; exit 2; }
 case "$only" in ''|tmpfs|disk) ;; *) echo "sweeps.sh: --only takes tmpfs or disk, not '$only'" >&2; exit 2 ;; esac
 mkdir -p "$out"
+base="--tasks 16 --task-mib 32"
+big="--tasks 4 --task-mib 128"
+if [ "$quick" = 1 ]; then
+    base="--tasks 2 --task-mib 8"
+    big="--tasks 1 --task-mib 32"
+    [ "$reps_given" = 1 ] || reps=1
+fi
 
 scratch=
 trap '[ -z "$scratch" ] || rm -rf "$scratch"' EXIT
@@ -58,7 +70,6 @@ run_fs() {
     fi
     scratch=$(mktemp -d "$parent/mtssweeps.XXXXXX")
     local dir=$scratch
-    local base="--tasks 16 --task-mib 32"
     local j="$out/%s-$name-$label.json"
     local common=(--mtshuffle "$mts" --reps "$reps" --dir "$dir")
 
@@ -77,7 +88,7 @@ run_fs() {
         --variant "--input tagged --budget-mib 8" --variant "--input batch --budget-mib 8" \
         --json "$(printf "$j" spill)"
     echo "=== $name partitions $(date +%T)"
-    python3 "$here/sweep.py" "${common[@]}" --args "--tasks 4 --task-mib 128" --contenders streaming \
+    python3 "$here/sweep.py" "${common[@]}" --args "$big" --contenders streaming \
         --variant "--input unsorted --partitions 200" --variant "--input unsorted --partitions 10000" \
         --variant "--input tagged --partitions 200" --variant "--input tagged --partitions 10000" \
         --json "$(printf "$j" partitions)"

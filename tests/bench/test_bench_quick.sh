@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of the benchmark suite: `bench/suite.py --quick` runs to the end
-# and its JSON, CSV, tables and plots have every field. Speed is not checked here.
+# and its JSON, CSV, tables and plots have every field; `bench/sweeps.sh --quick`
+# runs every sweep on tmpfs and on disk and writes each JSON. Speed is not checked here.
 set -euo pipefail
 mts=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,3 +46,32 @@ PY
 grep -q "baseline/streaming" "$out/table.md"
 grep -q "compress-only" "$out/table.md"
 grep -q "baseline/streaming" "$out/stdout.txt"
+
+# The sweeps: tmpfs at /dev/shm, disk where this test's directory is (the checkout if that is tmpfs).
+[ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] || { echo "/dev/shm is not a tmpfs: bench/sweeps.sh needs one"; exit 77; }
+disk=$out
+[ "$(stat -f -c %T "$disk")" != tmpfs ] || disk=$root
+start=$(date +%s)
+bash "$root/bench/sweeps.sh" --quick --mtshuffle "$mts" --label smoke --out "$out/sweeps" --disk "$disk" > "$out/sweeps.txt"
+echo "sweeps.sh --quick took $(( $(date +%s) - start )) s"
+if ls -d /dev/shm/mtssweeps.* "$disk"/mtssweeps.* 2>/dev/null; then echo "sweeps.sh left its scratch directories"; exit 1; fi
+python3 - "$out/sweeps" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+want = {"shapes": (4, {"streaming", "baseline"}), "batches-async": (6, {"streaming", "baseline"}),
+        "spill": (4, {"streaming"}), "partitions": (4, {"streaming"}), "threads": (4, {"streaming"}),
+        "limit-read": (1, {"streaming", "baseline", "compress", "write", "read", "decode"})}
+n = 0
+for fs in ("tmpfs", "disk"):
+    for name, (variants, contenders) in want.items():
+        j = json.load(open(os.path.join(d, "%s-%s-smoke.json" % (name, fs))))
+        assert j["reps"] == 1 and len(j["samples"]) == variants, (name, fs, list(j["samples"]))
+        for v, runs in j["samples"].items():
+            assert len(runs) == 1 and set(runs[0]) == contenders, (name, fs, v, runs)
+            assert all(t > 0 for t in runs[0].values()), (name, fs, v, runs)
+        if name == "shapes":
+            assert set(j["bytes_out"]) == {"batch", "records", "unsorted", "tagged"}, j["bytes_out"]
+        n += 1
+print("sweeps smoke test: %d JSON files, every variant and contender" % n)
+PY
+grep -q "=== done" "$out/sweeps.txt"
