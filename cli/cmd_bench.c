@@ -393,7 +393,7 @@ int cmd_bench(int argc, char **argv)
         {"budget-mib", 1, 0, 'b'}, {"fsync", 0, 0, 'f'}, {"reps", 1, 0, 'r'}, {"dir", 1, 0, 'd'},
         {"peer-dir", 1, 0, 'p'}, {"contenders", 1, 0, 'C'}, {"tiny-writers", 1, 0, 'W'}, {"input", 1, 0, 'I'},
         {"engine", 1, 0, 'E'}, {"parallel", 1, 0, 'Q'}, {"warmup", 1, 0, 'w'}, {"produce-ms", 1, 0, 'm'},
-        {"writers-at-once", 1, 0, 'A'}, {"help", 0, 0, 'h'},
+        {"writers-at-once", 1, 0, 'A'}, {"job-kib", 1, 0, 'J'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int ch, bad = 0;
     optind = 1;
@@ -453,6 +453,12 @@ int cmd_bench(int argc, char **argv)
             break;
         }
         case 'A': bad = cli_u32(B, "writers-at-once", optarg, 0, 65536, &b.o.writers_at_once); break;
+        case 'J': {
+            uint64_t v;
+            bad = cli_size(B, "job-kib", optarg, 1024, MTS_MIN_JOB_SIZE, UINT32_MAX, &v);
+            b.o.job_size = (uint32_t)v;
+            break;
+        }
         case 'W': bad = cli_u32(B, "tiny-writers", optarg, 1, 1000000, &b.tiny_writers); break;
         case 'I': {
             int i = 0;
@@ -480,6 +486,7 @@ int cmd_bench(int argc, char **argv)
                    "       pauses stand for cores this machine need not have)\n"
                    "       [--writers-at-once N] (the writers' option; default 0: fitted to the\n"
                    "       writers and readers on the engine as each arena is taken)\n"
+                   "       [--job-kib K] (input bytes per compression job, KiB; default 1024)\n"
                    "       [--contenders streaming,baseline,compress,write,lz4,zstd,read,decode\n"
                    "                     (the default), tiny-engine, tiny-own, tiny-files, read-always]\n"
                    "       [--warmup W] (W repetitions of every contender first, not kept; default 0)\n"
@@ -599,12 +606,13 @@ int cmd_bench(int argc, char **argv)
 
     printf("{\"config\":{\"tasks\":%u,\"task_mib\":%.3f,\"batches\":%.3f,\"partitions\":%u,\"skew\":%.3f,"
            "\"codec\":\"%s\",\"level\":%d,\"threads\":%u,\"budget\":%llu,\"fsync\":%d,\"reps\":%u,\"warmup\":%u,\"dir\":\"%s\","
-           "\"input\":\"%s\",\"engine\":\"%s\",\"parallel\":%u,\"produce_ms\":%.3f,\"writers_at_once\":%u},"
+           "\"input\":\"%s\",\"engine\":\"%s\",\"parallel\":%u,\"produce_ms\":%.3f,\"writers_at_once\":%u,"
+           "\"job_size\":%u},"
            "\"bytes_in\":%llu,\"bytes_out\":%llu,\"compressed_only_bytes\":%llu,\"samples\":{",
            b.tasks, b.task_mib, b.batches, b.o.num_partitions, b.wl.skew, mts_codec_name(b.o.codec), b.o.level,
            b.o.threads, (unsigned long long)b.o.max_bytes_in_flight, b.o.fsync, b.reps, b.warmup, b.dir, input_names[b.input],
            b.shared_engine ? "shared" : "per-task", b.parallel, b.produce_us / 1000.0, b.o.writers_at_once,
-           (unsigned long long)b.bytes_in, (unsigned long long)bytes_out, (unsigned long long)b.compressed);
+           b.o.job_size, (unsigned long long)b.bytes_in, (unsigned long long)bytes_out, (unsigned long long)b.compressed);
     const char *sep = "";
     for (int c = 0; c < MAX_CONTENDERS; c++) {
         if (!b.use[c]) continue;

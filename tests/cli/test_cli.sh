@@ -47,7 +47,7 @@ for cmd in write bench; do
 done
 bad_values write parallel 0 -1 1025
 bad_values write block-kib 0 0.01 40000
-bad_values write job-kib 0 0.5 x
+for cmd in write bench; do bad_values $cmd job-kib 0 0.5 x; done
 bad_values write shuffle-id -1 2147483648
 bad_values write seed -1 1.5
 bad_values bench reps 0 65 x
@@ -63,6 +63,10 @@ bad_values read partition -1 x 16777216
 bad_values read end 0 -2
 bad_values read shuffle -1 x
 expect_rc 0 "version" -- "$mts" version
+# bench takes the writers' job size (and says so in its JSON), as write does.
+expect_rc 0 "bench --job-kib" -- "$mts" bench --dir "$work/jb" --tasks 1 --task-mib 0.5 --job-kib 64 \
+  --contenders streaming --reps 1
+grep -q '"job_size":65536}' "$work/out" && ok || bad "bench --job-kib 64: job_size in its JSON: $(head -c 400 "$work/out")"
 expect_rc 0 "--dir with missing parents" -- "$mts" write --dir "$work/new/nested/dir" --tasks 1 --task-mib 0.01 --no-progress
 [ -f "$work/new/nested/dir/shuffle_0_0_0.index" ] && ok || bad "nested --dir created"
 
