@@ -172,7 +172,8 @@ def analyse(group, label, raw):
         # The limit of each run: the slower of compress-only and write-only of the same rep.
         lim = [max(c, w) for c, w in zip(s["compress"]["seconds"], s["write"]["seconds"])]
         row["streaming_over_limit"] = summary(pair_ratios(st, lim))
-    if "read" in s and "decode" in s:
+    if "read" in s and "decode" in s and raw["config"]["codec"] != "none":
+        # (Stored blocks have nothing to decode: decode-only is no limit for their read.)
         t2, p2, _ = welch(s["read"]["seconds"], s["decode"]["seconds"])
         row["read_over_decode"] = dict(summary(pair_ratios(s["read"]["seconds"], s["decode"]["seconds"])), p=p2)
     budget = raw["config"]["budget"]
