@@ -2,7 +2,8 @@
 # Every interleaved sweep behind issue 10's targets, on tmpfs and on a disk file system, with one
 # build: the input shapes, multi-batch (add_batch and add_batch_async), an 8 MiB budget, 10,000
 # partitions, the thread counts, and the single batch beside compress-only, write-only, read and
-# decode-only. Each sweep writes its JSON; the printed reports go to stdout (tee them).
+# decode-only. Each sweep writes its JSON; the printed reports go to stdout (tee them), followed
+# by the ratios the sweeps do not print (bench/sweeps_report.py, from the same JSON).
 #
 #   bench/sweeps.sh [--mtshuffle build/mtshuffle] [--reps 7] [--label HEAD] \
 #       [--tmpfs /dev/shm] [--disk /var/tmp] [--out bench/results-engine] \
@@ -69,11 +70,10 @@ run_fs() {
         echo "sweeps.sh: $parent is on tmpfs; --disk needs a disk file system" >&2; exit 2
     fi
     scratch=$(mktemp -d "$parent/mtssweeps.XXXXXX")
-    local dir=$scratch
     local j="$out/%s-$name-$label.json"
-    local common=(--mtshuffle "$mts" --reps "$reps" --dir "$dir")
+    local common=(--mtshuffle "$mts" --reps "$reps" --dir "$scratch")
 
-    echo "=== $name ($t, $dir) shapes $(date +%T)"
+    echo "=== $name ($t, $scratch) shapes $(date +%T)"
     python3 "$here/shapes.py" "${common[@]}" --args "$base" --inputs batch,records,unsorted,tagged \
         --contenders streaming,baseline --json "$(printf "$j" shapes)"
     echo "=== $name batches $(date +%T)"
@@ -107,3 +107,4 @@ run_fs() {
 [ "$only" = disk ] || run_fs tmpfs "$tmpfs_dir"
 [ "$only" = tmpfs ] || run_fs disk "$disk_dir"
 echo "=== done $(date +%T)"
+python3 "$here/sweeps_report.py" --dir "$out" --label "$label" ${only:+--only "$only"}

@@ -75,3 +75,5 @@ for fs in ("tmpfs", "disk"):
 print("sweeps smoke test: %d JSON files, every variant and contender" % n)
 PY
 grep -q "=== done" "$out/sweeps.txt"
+[ "$(grep -c "over its limit .*read over decode-only" "$out/sweeps.txt")" -eq 2 ] \
+  || { echo "sweeps.sh printed no ratios report for tmpfs and disk"; exit 1; }
