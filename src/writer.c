@@ -245,6 +245,8 @@ int mts_writer_append(mts_writer *w, uint32_t partition, const void *bytes, size
     return 0;
 }
 
+#define TAGGED_PREFETCH 2048u /* bytes ahead of the record being taken */
+
 static uint32_t be32(const unsigned char *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -265,6 +267,10 @@ int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len)
     uint64_t records = 0, bytes = 0, runs = 0;
     int rc = 0;
     for (size_t o = 0; o < len && rc == 0;) {
+        /* Each header's place comes from the header before it, a chain of
+         * loads that the CPU cannot run ahead of: asking for the bytes a few
+         * records ahead halves the intake's time (BENCHMARKS.md). */
+        if (len - o > TAGGED_PREFETCH) __builtin_prefetch(b + o + TAGGED_PREFETCH, 0, 3);
         if (len - o < RECORD_HEADER) {
             writer_fail(w, MTS_E_ARG, "append_tagged: the record header at offset %zu is cut off (%zu bytes left)", o,
                         len - o);
