@@ -30,7 +30,7 @@
 #define NPAGES (ARENA / PAGE)
 #define BUFFER (8u << 20) /* the JNI binding's tagged buffers */
 #define NO_PAGE UINT32_MAX
-#define AHEAD 2048u /* as TAGGED_PREFETCH in src/writer.c */
+#define AHEAD 2048u /* as READ_AHEAD in src/writer.c */
 
 typedef struct scatter {
     unsigned char *arena[2];

@@ -188,6 +188,11 @@ fail:
     return rc;
 }
 
+/* How far ahead of the record being taken the intake asks for input bytes
+ * (BENCHMARKS.md, "Input read ahead"): at about 70 bytes a record, some 30
+ * records, far enough to cover a miss to memory. */
+#define READ_AHEAD 2048u
+
 /* ---- input ---------------------------------------------------------------- */
 
 /* The partition id went down: a new run starts. */
@@ -237,6 +242,11 @@ int mts_writer_append(mts_writer *w, uint32_t partition, const void *bytes, size
     if (len > UINT32_MAX - RECORD_HEADER || w->st.bytes_in > UINT64_MAX - len)
         return reject(w, MTS_E_OVERFLOW, "append: %zu-byte record for partition %u is too large", len, partition);
     uint64_t runs = 0;
+    /* Callers mostly append records that lie one after another in a buffer,
+     * so the bytes ahead of this one are likely the next records'; asking
+     * for them early is a hint (it cannot fault), and where the guess is
+     * wrong it costs a cache line. */
+    __builtin_prefetch((const void *)((uintptr_t)bytes + len + READ_AHEAD), 0, 3);
     int rc = append_one(w, partition, bytes, len, &runs);
     if (runs) stat_add(&w->st.runs, runs);
     if (rc < 0) return fail_now(w, rc);
@@ -244,8 +254,6 @@ int mts_writer_append(mts_writer *w, uint32_t partition, const void *bytes, size
     stat_add(&w->st.bytes_in, len);
     return 0;
 }
-
-#define TAGGED_PREFETCH 2048u /* bytes ahead of the record being taken */
 
 static uint32_t be32(const unsigned char *p)
 {
@@ -268,9 +276,9 @@ int mts_writer_append_tagged(mts_writer *w, const void *buf, size_t len)
     int rc = 0;
     for (size_t o = 0; o < len && rc == 0;) {
         /* Each header's place comes from the header before it, a chain of
-         * loads that the CPU cannot run ahead of: asking for the bytes a few
-         * records ahead halves the intake's time (BENCHMARKS.md). */
-        if (len - o > TAGGED_PREFETCH) __builtin_prefetch(b + o + TAGGED_PREFETCH, 0, 3);
+         * loads that the CPU cannot run ahead of: asking for the bytes some
+         * records ahead halves the copy's time. */
+        if (len - o > READ_AHEAD) __builtin_prefetch(b + o + READ_AHEAD, 0, 3);
         if (len - o < RECORD_HEADER) {
             writer_fail(w, MTS_E_ARG, "append_tagged: the record header at offset %zu is cut off (%zu bytes left)", o,
                         len - o);
