@@ -105,7 +105,7 @@ static int fail_now(mts_writer *w, int rc)
     return writer_failed(w);
 }
 
-static int check_open(mts_writer *w, const char *op)
+static int check_open_slow(mts_writer *w, const char *op)
 {
     if (w->state == ST_OPEN && writer_failed(w)) return fail_now(w, writer_failed(w));
     switch (w->state) {
@@ -115,6 +115,14 @@ static int check_open(mts_writer *w, const char *op)
     case ST_ABORTED: return reject(w, MTS_E_ABORTED, "%s: the writer was aborted", op);
     }
     return MTS_E_STATE;
+}
+
+/* Every input call's first step: inline, since per-record appends make it
+ * the commonest call. */
+static inline int check_open(mts_writer *w, const char *op)
+{
+    if (__builtin_expect(w->state == ST_OPEN && !writer_failed(w), 1)) return 0;
+    return check_open_slow(w, op);
 }
 
 /* ---- create --------------------------------------------------------------- */
