@@ -197,7 +197,7 @@ fail:
 }
 
 /* How far ahead of the record being taken the intake asks for input bytes
- * (BENCHMARKS.md, "Input read ahead"): at about 70 bytes a record, some 30
+ * (BENCHMARKS.md, "The intake reads ahead"): at about 70 bytes a record, some 30
  * records, far enough to cover a miss to memory. */
 #define READ_AHEAD 2048u
 
