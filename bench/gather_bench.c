@@ -16,8 +16,8 @@
  *     build/mts_gather_bench [--mib M] [--reps R] [--partitions N]
  *
  * Every way compresses 32 KiB lz4 blocks (lz4-java's block size in Spark),
- * M MiB of the CLI's store_sales-like rows (default 128, more than a usual
- * last-level cache, so that the input is read from memory as a task's is);
+ * M MiB of the CLI's store_sales-like rows (default 128: more than most
+ * last-level caches, so that the input comes from memory as a task's does);
  * the ways run in rotating order; prints the median seconds, ns a record
  * and each way's ratio to the sorted rows. BENCHMARKS.md quotes it. */
 #define _POSIX_C_SOURCE 200809L
