@@ -15,10 +15,14 @@ build and the median of the pairwise ratios B/A with their range.
 """
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from suite import machine  # noqa: E402
 
 
 def run(binary, args, contenders, directory):
@@ -65,8 +69,8 @@ def main():
                       f"({min(r):.3f}-{max(r):.3f})")
     if o.json:
         with open(o.json, "w") as f:
-            json.dump({"a": o.a, "b": o.b, "reps": o.reps, "contenders": o.contenders, "results": results}, f,
-                      indent=1)
+            json.dump({"a": o.a, "b": o.b, "reps": o.reps, "contenders": o.contenders, "machine": machine(),
+                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

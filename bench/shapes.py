@@ -15,6 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from suite import machine  # noqa: E402
 from sweep import interleave, report  # noqa: E402
 
 
@@ -42,8 +43,8 @@ def main():
             print(f"{shape:10s} output {out_bytes[shape]} bytes, {out_bytes[shape] / out_bytes[ref]:.4f} of {ref}")
     if o.json:
         with open(o.json, "w") as f:
-            json.dump({"args": o.args, "reps": o.reps, "samples": samples, "cpu": cpu, "bytes_out": out_bytes}, f,
-                      indent=1)
+            json.dump({"args": o.args, "reps": o.reps, "machine": machine(), "samples": samples, "cpu": cpu,
+                       "bytes_out": out_bytes}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -276,17 +276,44 @@ def plots(rows, out):
 
 
 def machine():
+    """What the figures were measured on: platform, CPUs, the CPU's name,
+    family and model, its caches (one CPU's view: L1d, L2, L3) and memory.
+    Kept in every benchmark's JSON, since runs of this project come from
+    more than one kind of machine."""
     info = {"platform": platform.platform(), "cpus": os.cpu_count()}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "model name":
+                    info["cpu"] = value
+                elif key == "cpu family":
+                    info["cpu_family"] = int(value)
+                elif key == "model":
+                    info["cpu_model"] = int(value)
+                elif not line.strip():
+                    break  # the first CPU's entry ends here
         with open("/proc/meminfo") as f:
             info["mem_kib"] = int(f.readline().split()[1])
-    except OSError:
+    except (OSError, ValueError):
         pass
+    caches = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    for index in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            with open(os.path.join(base, index, "level")) as f:
+                level = f.read().strip()
+            with open(os.path.join(base, index, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(base, index, "size")) as f:
+                size = f.read().strip()
+        except OSError:
+            continue
+        if kind != "Instruction":
+            caches["L" + level + ("d" if kind == "Data" else "")] = size
+    if caches:
+        info["caches"] = caches
     return info
 
 

@@ -13,10 +13,14 @@ range of its pairwise ratios to the first variant, and its median CPU seconds
 """
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from suite import machine  # noqa: E402
 
 
 def interleave(mtshuffle, args, variants, reps, contenders, directory):
@@ -67,8 +71,8 @@ def main():
     report(samples, cpu, o.variant)
     if o.json:
         with open(o.json, "w") as f:
-            json.dump({"args": o.args, "reps": o.reps, "variants": o.variant, "samples": samples, "cpu": cpu}, f,
-                      indent=1)
+            json.dump({"args": o.args, "reps": o.reps, "variants": o.variant, "machine": machine(), "samples": samples,
+                       "cpu": cpu}, f, indent=1)
 
 
 if __name__ == "__main__":

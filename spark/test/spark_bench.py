@@ -12,7 +12,8 @@ repartition(200, date, time), every column counted) written by four writers:
 
 at each task size (spark.sql.files.maxPartitionBytes), interleaved: every
 repetition runs every writer at every size, the writers' order rotating from
-one repetition to the next. Each run is its own application; measured from
+one repetition to the next, after one application of every writer that is not
+measured (--warmup). Each run is its own application; measured from
 Spark's REST API: query wall time, the map stage's summed task run time
 (executorRunTime), wall time and slowest task, the reduce stage's wall time and summed task
 run time (its 200 tasks read the shuffle and write one row each: the "tiny"
@@ -29,7 +30,7 @@ query's map tasks' budget waits and bytes spilled, summed from the line each tas
 (tasks of 64 MiB or more). Medians, ratios against
 mtshuffle, and Welch's t-test (two-sided) per metric.
 
-    spark_bench.py --jar JAR --native LIB --work DIR --rows N --reps R [--sizes 128m,32m]
+    spark_bench.py --jar JAR --native LIB --work DIR --rows N --reps R [--sizes 128m,32m] [--warmup 1]
     spark_bench.py --report RESULT.json    (the summary as a markdown table)
 """
 import argparse, itertools, json, math, os, re, statistics, sys
@@ -37,7 +38,7 @@ import argparse, itertools, json, math, os, re, statistics, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import e2e  # noqa: E402
-from suite import welch  # noqa: E402  (the suite's two-sided Welch t-test: t, p, df)
+from suite import machine, welch  # noqa: E402  (what ran it; the suite's two-sided Welch t-test: t, p, df)
 
 WRITERS = {
     "spark-default": {"mode": "spark", "conf": {}},
@@ -194,12 +195,22 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--warm", action="store_true",
                     help="run the seed query a second time in the same application and report it too (warm_*)")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="applications of every writer, at the first size, before the repetitions; not measured "
+                         "(the first application on a fresh cluster ran up to 1.4x slower)")
     a = ap.parse_args()
     table = e2e.make_table(a.work, a.rows)
     base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": 1,
             "kill": False, "work": os.path.abspath(a.work)}
     writers, sizes = a.writers.split(","), a.sizes.split(",")
     runs = {size: {w: [] for w in writers} for size in sizes}
+    warmup = []
+    for i in range(a.warmup):
+        for w in writers:
+            m = measure(base, w, sizes[0], False)
+            warmup.append({"writer": w, "size": sizes[0], "query_s": m["query_s"], "map_task_s": m["map_task_s"]})
+            print("warm-up %d size %s %-15s query %6.2f s, map tasks %6.2f s (not measured)" % (
+                i, sizes[0], w, m["query_s"], m["map_task_s"]), flush=True)
     for rep in range(a.reps):
         order = writers[rep % len(writers):] + writers[:rep % len(writers)]
         for size, w in itertools.product(sizes, order):
@@ -214,7 +225,8 @@ def main():
                       m["tiny_task_s"], m["skew_stage_s"], m["skew_read_stage_s"], m["skew_read_task_s"],
                       m["warm_query_s"], m["warm_map_task_s"], m["warm_reduce_stage_s"]),
                   flush=True)
-    out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "runs": runs, "summary": {}}
+    out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "machine": machine(), "warmup": warmup,
+           "runs": runs, "summary": {}}
     for size in sizes:
         results = {json.dumps([m["result"], m["skew_result"]], sort_keys=True)
                    for w in writers for m in runs[size][w] if w != "floor"}

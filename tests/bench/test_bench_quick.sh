@@ -66,6 +66,7 @@ for fs in ("tmpfs", "disk"):
     for name, (variants, contenders) in want.items():
         j = json.load(open(os.path.join(d, "%s-%s-smoke.json" % (name, fs))))
         assert j["reps"] == 1 and len(j["samples"]) == variants, (name, fs, list(j["samples"]))
+        assert j["machine"]["cpus"] >= 1 and j["machine"]["platform"], (name, fs, j.get("machine"))
         for v, runs in j["samples"].items():
             assert len(runs) == 1 and set(runs[0]) == contenders, (name, fs, v, runs)
             assert all(t > 0 for t in runs[0].values()), (name, fs, v, runs)
