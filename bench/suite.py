@@ -275,6 +275,11 @@ def plots(rows, out):
     return made
 
 
+def _read_line(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
 def machine():
     """What the figures were measured on: platform, CPUs, the CPU's name,
     family and model, its caches (one CPU's view: L1d, L2, L3) and memory.
@@ -302,12 +307,7 @@ def machine():
     base = "/sys/devices/system/cpu/cpu0/cache"
     for index in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         try:
-            with open(os.path.join(base, index, "level")) as f:
-                level = f.read().strip()
-            with open(os.path.join(base, index, "type")) as f:
-                kind = f.read().strip()
-            with open(os.path.join(base, index, "size")) as f:
-                size = f.read().strip()
+            level, kind, size = (_read_line(os.path.join(base, index, f)) for f in ("level", "type", "size"))
         except OSError:
             continue
         if kind != "Instruction":
