@@ -13,6 +13,7 @@
 typedef struct waiter {
     struct waiter *next;
     eng_client *c;
+    size_t want; /* a kept buffer of this size may come with the bytes; 0: none */
     pthread_cond_t cv;
 } waiter;
 
@@ -431,40 +432,55 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-/* With mu held: frees kept buffers, the most recently kept last, until at
- * least `need` bytes of budget are back (all of them if they hold less),
- * and gives their budget back. The frees run without the lock. */
-static void cache_drop(mts_engine *e, uint64_t need)
+/* With mu held: frees kept buffers other than `keep`, until at least `need`
+ * bytes of budget are back (all of them if they hold less), and gives their
+ * budget back. The frees run without the lock. */
+static void cache_drop(mts_engine *e, uint64_t need, const void *keep)
 {
     void *drop[ENG_CACHE_MAX];
-    unsigned n = 0;
+    unsigned n = 0, i = 0;
     uint64_t freed = 0;
-    while (e->ncache && freed < need) {
-        size_t size = e->cache[0].size;
-        drop[n++] = e->cache[0].p;
-        e->cache[0] = e->cache[--e->ncache]; /* order among the rest does not matter much */
-        freed += size;
+    while (i < e->ncache && freed < need) {
+        if (e->cache[i].p == keep) {
+            i++;
+            continue;
+        }
+        drop[n++] = e->cache[i].p;
+        freed += e->cache[i].size;
+        e->cache[i] = e->cache[--e->ncache]; /* order among the rest does not matter much */
     }
     e->cached -= freed;
     e->held -= freed;
     pthread_mutex_unlock(&e->mu);
-    for (unsigned i = 0; i < n; i++) mts_free(drop[i]);
+    for (unsigned k = 0; k < n; k++) mts_free(drop[k]);
     pthread_mutex_lock(&e->mu);
+}
+
+/* With mu held: the index of a kept buffer of exactly `size`, or -1. */
+static int cache_find(const mts_engine *e, size_t size)
+{
+    for (unsigned i = 0; size && i < e->ncache; i++)
+        if (e->cache[i].size == size) return (int)i;
+    return -1;
+}
+
+/* With mu held: removes kept buffer i and gives its budget back. */
+static void *cache_remove_at(mts_engine *e, int i)
+{
+    void *p = e->cache[i].p;
+    size_t size = e->cache[i].size;
+    e->cache[i] = e->cache[--e->ncache];
+    e->cached -= size;
+    e->held -= size;
+    return p;
 }
 
 /* With mu held: removes a kept buffer of exactly `size` and gives its
  * budget back; NULL if there is none. */
 static void *cache_remove(mts_engine *e, size_t size)
 {
-    for (unsigned i = 0; i < e->ncache; i++) {
-        if (e->cache[i].size != size) continue;
-        void *p = e->cache[i].p;
-        e->cache[i] = e->cache[--e->ncache];
-        e->cached -= size;
-        e->held -= size;
-        return p;
-    }
-    return NULL;
+    int i = cache_find(e, size);
+    return i < 0 ? NULL : cache_remove_at(e, i);
 }
 
 void *eng_cache_take(eng_client *c, size_t size)
@@ -491,32 +507,49 @@ int eng_cache_give(eng_client *c, void *p, size_t size)
 {
     mts_engine *e = c->e;
     pthread_mutex_lock(&e->mu);
-    int kept = e->ncache < ENG_CACHE_MAX && !e->wait_head && size <= c->held;
+    /* While someone waits, only the buffer the first waiter asked for: it
+     * takes it where it would otherwise have allocated one. */
+    int kept = e->ncache < ENG_CACHE_MAX && size <= c->held && (!e->wait_head || e->wait_head->want == size);
     if (kept) {
         e->cache[e->ncache].p = p;
         e->cache[e->ncache++].size = size;
         e->cached += size;
         c->held -= size; /* e->held keeps it */
+        wake_head(e);
     }
     pthread_mutex_unlock(&e->mu);
     return kept;
 }
 
-int eng_acquire(eng_client *c, uint64_t n)
+/* With mu held: whether n bytes fit now, a kept buffer of `want` (if any)
+ * counted as free; if so, that buffer is taken out of the keep into *buf. */
+static int fits(mts_engine *e, uint64_t n, size_t want, void **buf)
+{
+    int k = cache_find(e, want);
+    if (e->held - (k < 0 ? 0 : want) + n > e->cap) return 0;
+    if (k >= 0) *buf = cache_remove_at(e, k);
+    return 1;
+}
+
+static int acquire(eng_client *c, uint64_t n, size_t want, void **buf)
 {
     mts_engine *e = c->e;
+    void *unused;
+    if (!buf) buf = &unused;
+    *buf = NULL;
+    if (want > n) want = 0;
     if (n > e->cap) return MTS_E_OVERFLOW;
     pthread_mutex_lock(&e->mu);
     if (c->aborted) {
         pthread_mutex_unlock(&e->mu);
         return MTS_E_ABORTED;
     }
-    if (!e->wait_head && e->held + n <= e->cap) {
+    if (!e->wait_head && fits(e, n, want, buf)) {
         take(e, c, n);
         pthread_mutex_unlock(&e->mu);
         return 0;
     }
-    waiter me = {NULL, c, PTHREAD_COND_INITIALIZER};
+    waiter me = {NULL, c, want, PTHREAD_COND_INITIALIZER};
     if (e->wait_tail) e->wait_tail->next = &me;
     else e->wait_head = &me;
     e->wait_tail = &me;
@@ -531,9 +564,10 @@ int eng_acquire(eng_client *c, uint64_t n)
             pthread_cond_wait(&me.cv, &e->mu);
             continue;
         }
-        if (e->held + n <= e->cap) break;
-        if (e->ncache) { /* kept buffers go first, as many as needed */
-            cache_drop(e, e->held + n - e->cap);
+        if (fits(e, n, want, buf)) break;
+        int k = cache_find(e, want); /* counted in fits(): not worth freeing */
+        if (e->ncache > (k >= 0)) { /* other kept buffers go first, as many as needed */
+            cache_drop(e, e->held - (k < 0 ? 0 : want) + n - e->cap, k < 0 ? NULL : e->cache[k].p);
             continue;
         }
         eng_client *v = e->pending == 0 ? pick_victim(e) : NULL;
@@ -570,12 +604,22 @@ int eng_acquire(eng_client *c, uint64_t n)
     return rc;
 }
 
+int eng_acquire(eng_client *c, uint64_t n)
+{
+    return acquire(c, n, 0, NULL);
+}
+
+int eng_acquire_buffer(eng_client *c, uint64_t n, size_t size, void **buf)
+{
+    return acquire(c, n, size, buf);
+}
+
 int eng_try_acquire(eng_client *c, uint64_t n)
 {
     mts_engine *e = c->e;
     if (n > e->cap) return MTS_E_OVERFLOW;
     pthread_mutex_lock(&e->mu);
-    if (!c->aborted && !e->wait_head && e->held + n > e->cap && e->ncache) cache_drop(e, e->held + n - e->cap);
+    if (!c->aborted && !e->wait_head && e->held + n > e->cap && e->ncache) cache_drop(e, e->held + n - e->cap, NULL);
     int rc = c->aborted ? MTS_E_ABORTED : !e->wait_head && e->held + n <= e->cap ? 0 : 1;
     if (rc == 0) take(e, c, n);
     pthread_mutex_unlock(&e->mu);

@@ -117,6 +117,11 @@ void eng_wait_idle(eng_client *c);
 /* Blocks until n bytes fit. MTS_E_OVERFLOW if n exceeds the cap,
  * MTS_E_ABORTED once the client was aborted. */
 int eng_acquire(eng_client *c, uint64_t n);
+/* eng_acquire for n bytes of which `size` are one buffer: where a kept buffer
+ * of exactly that size is there when the bytes fit, it comes with them in
+ * *buf (its charge part of n, counted as free while waiting); else *buf is
+ * NULL and the caller allocates the buffer. */
+int eng_acquire_buffer(eng_client *c, uint64_t n, size_t size, void **buf);
 /* 0 if taken now; 1 if it would block (others wait, or it does not fit). */
 int eng_try_acquire(eng_client *c, uint64_t n);
 void eng_release(eng_client *c, uint64_t n);
@@ -124,10 +129,12 @@ void eng_release(eng_client *c, uint64_t n);
  * on first touch). A client that no longer needs a buffer it paid `size`
  * for may give it to the engine with its charge: 1 if kept (the charge is
  * the engine's now, still counted as held), 0 if not (the caller frees it and
- * releases the charge); never kept while someone waits for budget. take:
- * a kept buffer of exactly `size`, its charge now the client's; NULL if
- * none. A waiter that does not fit frees every kept buffer before it waits
- * or reclaims, so keeping never blocks anyone. */
+ * releases the charge). While someone waits for budget, a buffer is kept only
+ * if the first waiter asked for one of its size (eng_acquire_buffer), which
+ * then takes it instead of allocating one. take: a kept buffer of exactly
+ * `size`, its charge now the client's; NULL if none. A waiter that does not
+ * fit frees every kept buffer it cannot use before it waits or reclaims, so
+ * keeping never blocks anyone. */
 #define ENG_CACHE_MAX 16
 void *eng_cache_take(eng_client *c, size_t size);
 /* The same for a caller that has paid for the buffer already: the kept

@@ -17,11 +17,18 @@
 
 /* ---- budget helpers -------------------------------------------------------------- */
 
-static int acquire(mts_writer *w, uint64_t n)
+/* n bytes of budget, of which `size` are one buffer: *buf is a kept one of
+ * that size, or NULL for the caller to allocate (size 0: no buffer). */
+static int acquire_buffer(mts_writer *w, uint64_t n, size_t size, void **buf)
 {
-    int rc = eng_acquire(&w->client, n);
+    int rc = eng_acquire_buffer(&w->client, n, size, buf);
     if (rc == MTS_E_ABORTED && writer_failed(w)) rc = writer_failed(w);
     return rc;
+}
+
+static int acquire(mts_writer *w, uint64_t n)
+{
+    return acquire_buffer(w, n, 0, NULL);
 }
 
 /* ---- cutting input into jobs --------------------------------------------------- */
@@ -171,15 +178,8 @@ static int stage_flush(mts_writer *w, int last)
 static int stage_new(mts_writer *w)
 {
     uint64_t buf = w->job_size + sizeof(inbuf), jobc = sizeof(job) + job_seg_charge(w, w->job_size);
-    /* A stage buffer the engine kept comes with its charge; the rest must
-     * fit now, as the producer may not wait while it holds the buffer. */
-    unsigned char *mem = eng_cache_take(&w->client, w->job_size);
-    if (mem && eng_try_acquire(&w->client, buf + jobc - w->job_size) != 0) {
-        mts_free(mem);
-        eng_release(&w->client, w->job_size);
-        mem = NULL;
-    }
-    if (!mem) FORWARD_IF_ERROR(acquire(w, buf + jobc));
+    void *mem; /* one the engine kept, else a fresh one below */
+    FORWARD_IF_ERROR(acquire_buffer(w, buf + jobc, w->job_size, &mem));
     inbuf *in = mts_malloc(sizeof *in);
     if (in && !mem) mem = mts_malloc(w->job_size);
     if (!in || !mem) {
@@ -279,22 +279,20 @@ static int arena_ready(mts_writer *w)
     }
     w->pages_used = 0;
     /* An arena back from its jobs, or one an earlier writer left with the
-     * engine, saves faulting in a fresh one; it comes with its own share of
-     * the budget. */
+     * engine, saves faulting in a fresh one; the writer's spare comes with
+     * its own share of the budget, and goes to the engine if the rest of its
+     * unit does not fit now (the producer waits holding nothing). */
     unsigned char *spare = arena_take_spare(w, w->arena_bytes);
-    if (!spare) spare = eng_cache_take(&w->client, w->arena_bytes);
     if (spare && eng_try_acquire(&w->client, unit - w->arena_bytes) == 0) {
         w->arena = spare;
         w->arena_reserved = unit;
         return 0;
     }
-    if (spare) { /* no room for the rest now: give it back before waiting */
-        mts_free(spare);
-        eng_release(&w->client, w->arena_bytes);
-    }
-    FORWARD_IF_ERROR(acquire(w, unit));
+    arena_discard(w, spare, w->arena_bytes);
+    void *mem;
+    FORWARD_IF_ERROR(acquire_buffer(w, unit, w->arena_bytes, &mem));
     w->arena_reserved = unit;
-    w->arena = mts_malloc(w->arena_bytes);
+    w->arena = mem ? mem : mts_malloc(w->arena_bytes);
     if (!w->arena) {
         arena_drop(w);
         writer_fail(w, MTS_E_NOMEM, "allocate a %llu-byte record arena", (unsigned long long)w->arena_bytes);

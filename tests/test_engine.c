@@ -115,12 +115,14 @@ typedef struct acq {
     tclient *tc;
     uint64_t n;
     int rc, done;
+    size_t want; /* eng_acquire_buffer for a buffer of this size, into buf */
+    void *buf;
 } acq;
 
 static void *acquire_main(void *arg)
 {
     acq *a = arg;
-    a->rc = eng_acquire(&a->tc->c, a->n);
+    a->rc = a->want ? eng_acquire_buffer(&a->tc->c, a->n, a->want, &a->buf) : eng_acquire(&a->tc->c, a->n);
     __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -219,6 +221,39 @@ static void test_budget(void)
     free(other);
     eng_release(&c.c, 16);
     eng_release(&b.c, (90 << 10) - 16);
+    mts_engine_get_stats(e, &st);
+    CHECK(st.bytes_held == 0);
+
+    /* A waiter that asks for a buffer takes one of that size given while it
+     * waits, where it would have been freed; one of another size is not
+     * kept while it waits. Without a waiter, a kept buffer of the size asked
+     * for counts as free budget. */
+    CHECK_RC(eng_acquire(&b.c, 80 << 10));
+    acq wb = {&c, 50 << 10, 0, 0, 30 << 10, NULL};
+    pthread_create(&t1, NULL, acquire_main, &wb);
+    usleep(20000);
+    CHECK(!is_done(&wb));
+    void *wrong = malloc(10 << 10);
+    CHECK(eng_cache_give(&b.c, wrong, 10 << 10) == 0);
+    free(wrong);
+    eng_release(&b.c, 10 << 10); /* 70 KiB held: the waiter still does not fit */
+    usleep(20000);
+    CHECK(!is_done(&wb));
+    void *given = malloc(30 << 10);
+    CHECK(eng_cache_give(&b.c, given, 30 << 10) == 1);
+    pthread_join(t1, NULL);
+    CHECK(wb.rc == 0 && wb.buf == given);
+    mts_engine_get_stats(e, &st);
+    CHECK(st.bytes_held == (90u << 10) && st.bytes_cached == 0 && st.peak_bytes_held <= cap);
+    CHECK(eng_cache_give(&c.c, given, 30 << 10) == 1);
+    void *again = NULL;
+    CHECK(eng_acquire_buffer(&b.c, 40 << 10, 30 << 10, &again) == 0 && again == given); /* fits only with it */
+    mts_engine_get_stats(e, &st);
+    CHECK(st.bytes_held == cap && st.bytes_cached == 0);
+    CHECK(eng_acquire_buffer(&c.c, 0, 30 << 10, &again) == 0 && again == NULL); /* a buffer larger than the bytes */
+    free(given);
+    eng_release(&b.c, 80 << 10);
+    eng_release(&c.c, 20 << 10);
     mts_engine_get_stats(e, &st);
     CHECK(st.bytes_held == 0);
 
