@@ -160,13 +160,18 @@ static inline void stat_add(uint64_t *field, uint64_t n)
 int intake_stream(mts_writer *w, uint32_t p, const unsigned char *b, size_t len);
 int intake_held_slow(mts_writer *w, uint32_t p, const unsigned char *b, size_t len);
 /* A record out of partition order: the common case, a record that fits its
- * partition's last page, is one copy. */
+ * partition's last page, is one copy. The partition's next record goes just
+ * after it, often hundreds of records later: the line after this one's end
+ * is asked for now, to be in cache by then (a hint; BENCHMARKS.md, "The
+ * intake asks for its destination"). */
 static inline int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
 {
     if (len == 0) return 0; /* nothing to keep: a partition's bytes are all a record leaves */
     uint32_t *ch = w->arena ? &w->chain[4 * p] : NULL;
     if (ch && ch[CH_LAST] != NO_PAGE && len <= w->page - ch[CH_FILL]) {
-        memcpy(w->arena + (size_t)ch[CH_LAST] * w->page + ch[CH_FILL], b, len);
+        unsigned char *dst = w->arena + (size_t)ch[CH_LAST] * w->page + ch[CH_FILL];
+        memcpy(dst, b, len);
+        __builtin_prefetch((const void *)((uintptr_t)dst + len + 64), 1, 3);
         ch[CH_FILL] += (uint32_t)len;
         ch[CH_BYTES] += (uint32_t)len;
         return 0;
