@@ -162,8 +162,8 @@ int intake_held_slow(mts_writer *w, uint32_t p, const unsigned char *b, size_t l
 /* A record out of partition order: the common case, a record that fits its
  * partition's last page, is one copy. The partition's next record goes just
  * after it, often hundreds of records later: the line after this one's end
- * is asked for now, to be in cache by then (a hint; BENCHMARKS.md, "The
- * intake asks for its destination"). */
+ * is asked for now, to be in cache by then (a hint; BENCHMARKS.md, "On the
+ * ninth session's Intel Xeon again"). */
 static inline int intake_held(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
 {
     if (len == 0) return 0; /* nothing to keep: a partition's bytes are all a record leaves */
