@@ -521,13 +521,14 @@ int eng_cache_give(eng_client *c, void *p, size_t size)
     return kept;
 }
 
-/* With mu held: whether n bytes fit now, a kept buffer of `want` (if any)
- * counted as free; if so, that buffer is taken out of the keep into *buf. */
-static int fits(mts_engine *e, uint64_t n, size_t want, void **buf)
+/* With mu held: whether n bytes fit now, a kept buffer of `want` (if any,
+ * its index in *k, else -1) counted as free; if so, that buffer is taken out
+ * of the keep into *buf. */
+static int fits(mts_engine *e, uint64_t n, size_t want, void **buf, int *k)
 {
-    int k = cache_find(e, want);
-    if (e->held - (k < 0 ? 0 : want) + n > e->cap) return 0;
-    if (k >= 0) *buf = cache_remove_at(e, k);
+    *k = cache_find(e, want);
+    if (e->held - (*k < 0 ? 0 : want) + n > e->cap) return 0;
+    if (*k >= 0) *buf = cache_remove_at(e, *k);
     return 1;
 }
 
@@ -544,7 +545,8 @@ static int acquire(eng_client *c, uint64_t n, size_t want, void **buf)
         pthread_mutex_unlock(&e->mu);
         return MTS_E_ABORTED;
     }
-    if (!e->wait_head && fits(e, n, want, buf)) {
+    int k;
+    if (!e->wait_head && fits(e, n, want, buf, &k)) {
         take(e, c, n);
         pthread_mutex_unlock(&e->mu);
         return 0;
@@ -564,9 +566,8 @@ static int acquire(eng_client *c, uint64_t n, size_t want, void **buf)
             pthread_cond_wait(&me.cv, &e->mu);
             continue;
         }
-        if (fits(e, n, want, buf)) break;
-        int k = cache_find(e, want); /* counted in fits(): not worth freeing */
-        if (e->ncache > (k >= 0)) { /* other kept buffers go first, as many as needed */
+        if (fits(e, n, want, buf, &k)) break;
+        if (e->ncache > (k >= 0)) { /* kept buffers but the one fits() counted go first, as many as needed */
             cache_drop(e, e->held - (k < 0 ? 0 : want) + n - e->cap, k < 0 ? NULL : e->cache[k].p);
             continue;
         }
