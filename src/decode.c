@@ -329,7 +329,7 @@ static void reader_reclaim(void *ctx)
     pthread_mutex_unlock(&r->mu);
 }
 
-const eng_client_ops reader_client_ops = {unit_run, unit_drain, reader_reclaim};
+const eng_client_ops reader_client_ops = {unit_run, unit_drain, reader_reclaim, 0}; /* faults on mapped files */
 
 /* ---- scheduling (the caller's thread, mu held) ------------------------------------ */
 

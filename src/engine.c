@@ -32,6 +32,12 @@ struct mts_engine {
     unsigned nthreads;            /* const */
     unsigned started;             /* threads running */
     unsigned busy;                /* workers in run() or drain() */
+    unsigned cpus;                /* const: CPU-bound jobs that run at once (eng_parallelism) */
+    unsigned computing;           /* CPU-bound jobs in run(), on workers and helping callers */
+    unsigned waiting;             /* workers waiting for a job */
+    unsigned waking;              /* of them, signalled and not yet up; never above waiting */
+    unsigned capped;              /* of them, woken for a job that then waited for a CPU */
+    unsigned owed;                /* wake-ups not given at submit: the job had to wait for a CPU */
     uint64_t cap;                 /* const */
     uint64_t held, peak, wait_ns, jobs, busy_ns, reclaims;
     eng_worker *workers;
@@ -130,6 +136,45 @@ static void worker_name(unsigned index)
     (void)pthread_setname_np(pthread_self(), name); /* advisory, as above */
 }
 
+/* With mu held: whether j (NULL: none) may start now. */
+static int may_run(const mts_engine *e, const eng_job *j)
+{
+    return j && (!j->client->ops->cpu_bound || e->computing < e->cpus);
+}
+
+/* With mu held: wakes a worker for a job just queued. Not where the job
+ * must wait for a CPU, nor where enough are woken already to fill the CPUs:
+ * the workers computing go on from job to job (a pool with more workers
+ * than CPUs would otherwise wake them all at every burst of jobs), and the
+ * wake-up is owed, given by a caller that helped once it is done. */
+static void wake_worker(mts_engine *e)
+{
+    const eng_job *j = e->run_head;
+    if (!may_run(e, j) || (j->client->ops->cpu_bound && e->computing + e->waking >= e->cpus)) {
+        if (e->owed < e->nthreads) e->owed++;
+        return;
+    }
+    if (e->waiting > e->waking) {
+        e->waking++;
+        pthread_cond_signal(&e->work_cv);
+    }
+}
+
+/* With mu held: a job of c's left run(). A worker goes on to the next job
+ * itself (a hand-off to a waiting worker at every job cost more switches
+ * than the drain it would overlap); a caller that helped wakes a worker for
+ * a job that waited for its CPU. */
+static void computed(mts_engine *e, const eng_client *c, int helper)
+{
+    if (!c->ops->cpu_bound) return;
+    e->computing--;
+    if (helper && (e->owed || e->capped) && e->waiting > e->waking && may_run(e, e->run_head)) {
+        e->owed -= e->owed > 0;
+        e->waking++;
+        pthread_cond_signal(&e->work_cv);
+    }
+}
+
 static void *worker_main(void *arg)
 {
     eng_worker *w = arg;
@@ -138,16 +183,26 @@ static void *worker_main(void *arg)
     worker_name(w->index);
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->stop && !e->run_head) pthread_cond_wait(&e->work_cv, &e->mu);
+        while (!may_run(e, e->run_head) && !(e->stop && !e->run_head)) {
+            unsigned capped = e->run_head != NULL; /* the job there waits for a CPU */
+            e->capped += capped;
+            e->waiting++;
+            pthread_cond_wait(&e->work_cv, &e->mu);
+            e->waiting--;
+            e->waking -= e->waking > 0;
+            e->capped -= capped;
+        }
         if (!e->run_head) break; /* stop, and nothing left to run */
         eng_job *j = unlink_run(e, NULL, e->run_head);
         eng_client *c = j->client;
         e->busy++;
+        e->computing += c->ops->cpu_bound;
         pthread_mutex_unlock(&e->mu);
         uint64_t t0 = mts_now_ns();
         c->ops->run(c->ctx, j, w);
         uint64_t t1 = mts_now_ns();
         pthread_mutex_lock(&e->mu);
+        computed(e, c, 0);
         j->done = 1;
         e->jobs++;
         drain_ready(e, c);
@@ -220,6 +275,7 @@ int mts_engine_create(uint32_t threads, uint64_t max_bytes_in_flight, mts_engine
         return mts_msg(errbuf, errlen, MTS_E_NOMEM, "engine: allocate %u workers", threads);
     }
     e->nthreads = threads;
+    e->cpus = MTS_MIN(threads, mts_cpu_count());
     e->cap = max_bytes_in_flight;
     e->refs = 1;
     pthread_mutex_init(&e->mu, NULL);
@@ -256,6 +312,7 @@ int mts_engine_get_stats(const mts_engine *ce, mts_engine_stats *st)
 
 uint64_t eng_cap(const mts_engine *e) { return e->cap; }
 unsigned eng_threads(const mts_engine *e) { return e->nthreads; }
+unsigned eng_parallelism(const mts_engine *e) { return e->cpus; }
 
 uint32_t eng_clients(mts_engine *e)
 {
@@ -318,7 +375,7 @@ static void submit(eng_client *c, eng_job *j, int wake, int urgent)
     c->order_tail = j;
     c->pending++;
     e->pending++;
-    if (wake) pthread_cond_signal(&e->work_cv);
+    if (wake) wake_worker(e);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -359,9 +416,11 @@ static int run_here(mts_engine *e, eng_client *c, eng_job *j)
         link_run(e, j);
         return 0;
     }
+    e->computing += c->ops->cpu_bound;
     pthread_mutex_unlock(&e->mu);
     c->ops->run(c->ctx, j, h); /* the caller's time: not in the workers' busy stats */
     pthread_mutex_lock(&e->mu);
+    computed(e, c, 1);
     h->next = e->helpers;
     e->helpers = h;
     j->done = 1;
@@ -377,9 +436,10 @@ void eng_wait_idle(eng_client *c)
     while (c->pending) {
         /* Rather than sleep while its own jobs wait for a worker, the caller
          * runs them where a worker is idle: a small writer's last job costs
-         * no thread hand-off. With every worker busy it would be one thread
-         * more than the pool on the pool's cores, so it waits. */
-        eng_job *j = e->busy < e->started || !e->started ? take_own(e, c, NULL) : NULL;
+         * no thread hand-off. With every worker busy, or as many computing
+         * as may, it would be one thread more than the CPUs, so it waits. */
+        int idle = !e->started || (e->busy < e->started && (!c->ops->cpu_bound || e->computing < e->cpus));
+        eng_job *j = idle ? take_own(e, c, NULL) : NULL;
         if (!j || !run_here(e, c, j)) pthread_cond_wait(&c->cv, &e->mu);
     }
     pthread_mutex_unlock(&e->mu);

@@ -55,6 +55,12 @@ typedef struct eng_client_ops {
      * from another client's thread, or its owner's while it waits as another
      * client (a task's writer). */
     void (*reclaim)(void *ctx);
+    /* 1: run() only computes (a writer compresses; its drain writes). The
+     * engine runs at most eng_parallelism() such jobs at once, since more than
+     * the CPUs can run only take turns; a worker past that waits, and takes
+     * a job while another drains. 0: run() may block on I/O (a reader's
+     * faults on a mapped file), as many at once as there are workers. */
+    int cpu_bound;
 } eng_client_ops;
 
 struct eng_client {
@@ -150,6 +156,9 @@ int eng_note_reclaimable(eng_client *c, int64_t delta);
 void eng_client_abort(eng_client *c);
 uint64_t eng_cap(const mts_engine *e);
 unsigned eng_threads(const mts_engine *e);
+/* CPU-bound jobs that run at once: the workers, at most the CPUs the process
+ * may use (mts_cpu_count()). */
+unsigned eng_parallelism(const mts_engine *e);
 /* Writers and readers on the engine now. */
 uint32_t eng_clients(mts_engine *e);
 

@@ -72,7 +72,7 @@ static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_l
 {
     uint32_t k = 0, count = p_last - p_first + 1;
     uint64_t pos = offs[0]; /* next byte of in to hand to a job */
-    uint64_t job_bytes = w->job_size, per_round = 2ull * eng_threads(w->engine);
+    uint64_t job_bytes = w->job_size, per_round = 2ull * eng_parallelism(w->engine);
     seg *plan = w->plan;
     for (;;) {
         uint32_t nsegs = 0;

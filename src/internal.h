@@ -46,6 +46,11 @@ int mts_vmsg(char *buf, size_t len, int code, const char *fmt, va_list ap) __att
  * empty and not "0". */
 int mts_env_flag(const char *name);
 
+/* The CPUs this process may run on: its affinity mask, fewer where a cgroup
+ * (v2) CPU quota of its own or an ancestor's allows fewer (rounded up), at
+ * least 1. MTS_CPUS=N in the environment overrides it (N >= 1). */
+unsigned mts_cpu_count(void);
+
 #define MTS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MTS_MAX(a, b) ((a) > (b) ? (a) : (b))
 

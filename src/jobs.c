@@ -272,4 +272,4 @@ static void writer_reclaim(void *ctx)
     if (w->held_dest == &w->runs.d) runs_spill(&w->runs); /* only the run store holds chunks */
 }
 
-const eng_client_ops writer_client_ops = {job_run, job_drain, writer_reclaim};
+const eng_client_ops writer_client_ops = {job_run, job_drain, writer_reclaim, 1};

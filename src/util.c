@@ -1,6 +1,9 @@
+#include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -24,6 +27,61 @@ int mts_env_flag(const char *name)
 {
     const char *v = getenv(name);
     return v && *v && strcmp(v, "0") != 0;
+}
+
+/* The quota in dir/cpu.max as whole CPUs, rounded up; 0 if none. */
+static unsigned cgroup_quota(const char *dir)
+{
+    char path[PATH_MAX + 32], line[64];
+    if ((size_t)snprintf(path, sizeof path, "/sys/fs/cgroup%.*s/cpu.max", PATH_MAX, dir) >= sizeof path) return 0;
+    FILE *f = fopen(path, "re");
+    if (!f) return 0;
+    unsigned long long quota = 0, period = 0;
+    int got = fgets(line, sizeof line, f) && sscanf(line, "%llu %llu", &quota, &period) == 2; /* "max P": none */
+    fclose(f);
+    return got && quota && period ? (unsigned)MTS_MIN((quota + period - 1) / period, (unsigned long long)UINT_MAX) : 0;
+}
+
+/* The smallest quota of the cgroup (v2) this process is in and of its
+ * ancestors; 0 if none. */
+static unsigned cgroup_cpus(void)
+{
+    char line[PATH_MAX + 8];
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f) return 0;
+    unsigned best = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "0::", 3) != 0) continue; /* the v2 hierarchy's line */
+        char *dir = line + 3;
+        dir[strcspn(dir, "\n")] = 0;
+        for (;;) {
+            unsigned q = cgroup_quota(dir);
+            if (q && (!best || q < best)) best = q;
+            char *slash = strrchr(dir, '/');
+            if (!slash || slash == dir) break;
+            *slash = 0;
+        }
+        break;
+    }
+    fclose(f);
+    return best;
+}
+
+unsigned mts_cpu_count(void)
+{
+    const char *v = getenv("MTS_CPUS");
+    if (v && *v) {
+        char *end;
+        unsigned long n = strtoul(v, &end, 10);
+        if (!*end && n >= 1 && n <= UINT_MAX) return (unsigned)n;
+    }
+    long n = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN); /* more CPUs than a cpu_set_t holds */
+    if (n < 1) n = 1;
+    unsigned q = cgroup_cpus();
+    return q && q < (unsigned long)n ? q : (unsigned)n;
 }
 
 int mts_vmsg(char *buf, size_t len, int code, const char *fmt, va_list ap)

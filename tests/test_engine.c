@@ -60,7 +60,8 @@ static void reclaim(void *ctx)
     tc->reclaimed++;
 }
 
-static const eng_client_ops ops = {run, drain, reclaim};
+static const eng_client_ops ops = {run, drain, reclaim, 0};
+static const eng_client_ops cpu_ops = {run, drain, reclaim, 1}; /* at most eng_parallelism() at once */
 
 typedef struct submitter {
     tclient *tc;
@@ -84,31 +85,108 @@ static void *submit_main(void *arg)
     return NULL;
 }
 
+/* An engine whose CPU count is `cpus` (MTS_CPUS; NULL: the machine's). */
+static mts_engine *engine_on(unsigned threads, const char *cpus)
+{
+    const char *had = getenv("MTS_CPUS");
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", had ? had : "");
+    if (cpus) setenv("MTS_CPUS", cpus, 1);
+    mts_engine *e;
+    CHECK_RC(mts_engine_create(threads, 1 << 20, &e, NULL, 0));
+    if (had) setenv("MTS_CPUS", keep, 1);
+    else unsetenv("MTS_CPUS");
+    return e;
+}
+
+/* Clients submitting from their own threads, each waiting midway, with
+ * jobs of random length: every job runs and drains in its client's order.
+ * With CPU-bound clients on more workers than CPUs, the workers past the
+ * CPUs wait and are woken when a job may run: nothing is left queued. */
+static void order_on(const eng_client_ops *o, unsigned threads, const char *cpus)
+{
+    mts_engine *e = engine_on(threads, cpus);
+    tclient tc[CLIENTS];
+    submitter sub[CLIENTS];
+    pthread_t th[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        tc[i] = (tclient){.order_ok = 1, .ran_before_drain = 1};
+        CHECK_RC(eng_client_init(&tc[i].c, e, o, &tc[i]));
+        sub[i] = (submitter){&tc[i], test_seed + (uint64_t)i};
+        pthread_create(&th[i], NULL, submit_main, &sub[i]);
+    }
+    for (int i = 0; i < CLIENTS; i++) pthread_join(th[i], NULL);
+    mts_engine_stats st;
+    CHECK_RC(mts_engine_get_stats(e, &st));
+    CHECK(st.jobs == (uint64_t)CLIENTS * JOBS && st.clients == CLIENTS && st.threads == threads);
+    for (int i = 0; i < CLIENTS; i++) {
+        CHECK(tc[i].drained_next == JOBS && tc[i].order_ok && tc[i].ran_before_drain);
+        eng_client_destroy(&tc[i].c);
+    }
+    mts_engine_free(e);
+}
+
 static void test_order(void)
 {
-    for (unsigned threads = 1; threads <= 4; threads += 3) {
-        mts_engine *e;
-        CHECK_RC(mts_engine_create(threads, 1 << 20, &e, NULL, 0));
-        tclient tc[CLIENTS];
-        submitter sub[CLIENTS];
-        pthread_t th[CLIENTS];
-        for (int i = 0; i < CLIENTS; i++) {
-            tc[i] = (tclient){.order_ok = 1, .ran_before_drain = 1};
-            CHECK_RC(eng_client_init(&tc[i].c, e, &ops, &tc[i]));
-            sub[i] = (submitter){&tc[i], test_seed + (uint64_t)i};
-            pthread_create(&th[i], NULL, submit_main, &sub[i]);
-        }
-        for (int i = 0; i < CLIENTS; i++) pthread_join(th[i], NULL);
-        mts_engine_stats st;
-        CHECK_RC(mts_engine_get_stats(e, &st));
-        CHECK(st.jobs == (uint64_t)CLIENTS * JOBS && st.clients == CLIENTS && st.threads == threads);
-        for (int i = 0; i < CLIENTS; i++) {
-            CHECK(tc[i].drained_next == JOBS && tc[i].order_ok && tc[i].ran_before_drain);
-            eng_client_destroy(&tc[i].c);
-        }
-        mts_engine_free(e);
-    }
+    order_on(&ops, 1, NULL);
+    order_on(&ops, 4, NULL);
     CHECK(workers_seen[0] && workers_seen[3]);
+    order_on(&cpu_ops, 4, "1");
+    order_on(&cpu_ops, 3, "2");
+    order_on(&cpu_ops, 1, "1");
+}
+
+static int in_run, most_in_run;
+
+static void cap_run(void *ctx, eng_job *j, eng_worker *w)
+{
+    (void)ctx;
+    (void)w;
+    int now = __atomic_add_fetch(&in_run, 1, __ATOMIC_SEQ_CST);
+    for (int m = __atomic_load_n(&most_in_run, __ATOMIC_SEQ_CST); now > m;)
+        if (__atomic_compare_exchange_n(&most_in_run, &m, now, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) break;
+    usleep(((tjob *)j)->delay_us);
+    __atomic_sub_fetch(&in_run, 1, __ATOMIC_SEQ_CST);
+    ((tjob *)j)->ran = 1;
+}
+
+/* The most jobs of a client with ops `o` that ran at once, 12 of them on 4
+ * workers (and the caller, which runs its own while a worker idles) of an
+ * engine that counts 2 CPUs. */
+static int most_at_once(const eng_client_ops *o)
+{
+    mts_engine *e = engine_on(4, "2");
+    CHECK(eng_threads(e) == 4 && eng_parallelism(e) == 2);
+    tclient tc = {.order_ok = 1, .ran_before_drain = 1};
+    CHECK_RC(eng_client_init(&tc.c, e, o, &tc));
+    most_in_run = 0;
+    for (uint64_t i = 0; i < 12; i++) {
+        tjob *t = calloc(1, sizeof *t);
+        t->seq = i;
+        t->delay_us = 20000;
+        eng_submit(&tc.c, &t->base);
+    }
+    eng_wait_idle(&tc.c);
+    CHECK(tc.drained_next == 12 && tc.order_ok && tc.ran_before_drain);
+    eng_client_destroy(&tc.c);
+    mts_engine_free(e);
+    return most_in_run;
+}
+
+/* Jobs of CPU-bound clients run at most as many at once as there are CPUs,
+ * workers and helping callers together; others on every worker. */
+static void test_cpu_cap(void)
+{
+    static const eng_client_ops capped = {cap_run, drain, NULL, 1}, free_ops = {cap_run, drain, NULL, 0};
+    int cpu = most_at_once(&capped), io = most_at_once(&free_ops);
+    printf("test_engine: at most %d CPU-bound jobs at once on 4 workers and 2 CPUs, %d others\n", cpu, io);
+    CHECK(cpu == 2);
+    CHECK(io >= 3);
+    setenv("MTS_CPUS", "3", 1);
+    CHECK(mts_cpu_count() == 3);
+    unsetenv("MTS_CPUS");
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    CHECK(mts_cpu_count() >= 1 && (online < 1 || mts_cpu_count() <= (unsigned)online));
 }
 
 typedef struct acq {
@@ -696,6 +774,7 @@ int main(void)
 {
     test_init_seed("test_engine");
     test_order();
+    test_cpu_cap();
     test_urgent();
     test_worker_policy();
     test_reader_runs_own();
