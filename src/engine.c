@@ -19,7 +19,6 @@ typedef struct waiter {
 
 struct mts_engine {
     pthread_mutex_t mu;
-    pthread_cond_t work_cv;   /* workers: a job to run, or stop */
     /* All below guarded by mu, except the const ones. */
     eng_job *run_head, *run_tail; /* submitted, not yet taken by a worker */
     eng_job *run_urgent;          /* the last urgent job in it: urgent jobs are its prefix */
@@ -34,9 +33,11 @@ struct mts_engine {
     unsigned busy;                /* workers in run() or drain() */
     unsigned cpus;                /* const: CPU-bound jobs that run at once (eng_parallelism) */
     unsigned computing;           /* CPU-bound jobs in run(), on workers and helping callers */
-    unsigned waiting;             /* workers waiting for a job */
-    unsigned waking;              /* of them, signalled and not yet up; never above waiting */
-    unsigned capped;              /* of them, woken for a job that then waited for a CPU */
+    eng_worker *idle;             /* workers waiting for a job, the latest first: the one woken
+                                     first has its codec state and buffers warmest */
+    unsigned waking;              /* workers taken off it and not yet up */
+    unsigned capped;              /* workers waiting after a wake-up for a job that then had
+                                     to wait for a CPU */
     unsigned owed;                /* wake-ups not given at submit: the job had to wait for a CPU */
     uint64_t cap;                 /* const */
     uint64_t held, peak, wait_ns, jobs, busy_ns, reclaims;
@@ -142,6 +143,17 @@ static int may_run(const mts_engine *e, const eng_job *j)
     return j && (!j->client->ops->cpu_bound || e->computing < e->cpus);
 }
 
+/* With mu held: wakes the worker that waited least, if any waits. */
+static void wake_one(mts_engine *e)
+{
+    eng_worker *w = e->idle;
+    if (!w) return;
+    e->idle = w->next_idle;
+    w->woken = 1;
+    e->waking++;
+    pthread_cond_signal(&w->cv);
+}
+
 /* With mu held: wakes a worker for a job just queued. Not where the job
  * must wait for a CPU, nor where enough are woken already to fill the CPUs:
  * the workers computing go on from job to job (a pool with more workers
@@ -154,10 +166,7 @@ static void wake_worker(mts_engine *e)
         if (e->owed < e->nthreads) e->owed++;
         return;
     }
-    if (e->waiting > e->waking) {
-        e->waking++;
-        pthread_cond_signal(&e->work_cv);
-    }
+    wake_one(e);
 }
 
 /* With mu held: a job of c's left run(). A worker goes on to the next job
@@ -168,10 +177,9 @@ static void computed(mts_engine *e, const eng_client *c, int helper)
 {
     if (!c->ops->cpu_bound) return;
     e->computing--;
-    if (helper && (e->owed || e->capped) && e->waiting > e->waking && may_run(e, e->run_head)) {
+    if (helper && (e->owed || e->capped) && e->idle && may_run(e, e->run_head)) {
         e->owed -= e->owed > 0;
-        e->waking++;
-        pthread_cond_signal(&e->work_cv);
+        wake_one(e);
     }
 }
 
@@ -186,10 +194,12 @@ static void *worker_main(void *arg)
         while (!may_run(e, e->run_head) && !(e->stop && !e->run_head)) {
             unsigned capped = e->run_head != NULL; /* the job there waits for a CPU */
             e->capped += capped;
-            e->waiting++;
-            pthread_cond_wait(&e->work_cv, &e->mu);
-            e->waiting--;
-            e->waking -= e->waking > 0;
+            w->woken = 0;
+            w->next_idle = e->idle;
+            e->idle = w;
+            do pthread_cond_wait(&w->cv, &e->mu);
+            while (!w->woken); /* taken off the stack by whoever woke it */
+            e->waking--;
             e->capped -= capped;
         }
         if (!e->run_head) break; /* stop, and nothing left to run */
@@ -226,7 +236,7 @@ static void engine_destroy(mts_engine *e)
 {
     pthread_mutex_lock(&e->mu);
     e->stop = 1;
-    pthread_cond_broadcast(&e->work_cv);
+    while (e->idle) wake_one(e);
     pthread_mutex_unlock(&e->mu);
     for (unsigned i = 0; i < e->started; i++) pthread_join(e->threads[i], NULL);
     while (e->helpers) {
@@ -236,7 +246,7 @@ static void engine_destroy(mts_engine *e)
         mts_free(h);
     }
     for (unsigned i = 0; i < e->ncache; i++) mts_free(e->cache[i].p);
-    pthread_cond_destroy(&e->work_cv);
+    for (unsigned i = 0; i < e->nthreads; i++) pthread_cond_destroy(&e->workers[i].cv);
     pthread_mutex_destroy(&e->mu);
     mts_free(e->workers);
     mts_free(e->threads);
@@ -279,10 +289,12 @@ int mts_engine_create(uint32_t threads, uint64_t max_bytes_in_flight, mts_engine
     e->cap = max_bytes_in_flight;
     e->refs = 1;
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->work_cv, NULL);
     for (unsigned i = 0; i < threads; i++) {
         e->workers[i].e = e;
         e->workers[i].index = i;
+        pthread_cond_init(&e->workers[i].cv, NULL);
+    }
+    for (unsigned i = 0; i < threads; i++) {
         int err = pthread_create(&e->threads[i], NULL, worker_main, &e->workers[i]);
         if (err) {
             engine_destroy(e);

@@ -92,6 +92,10 @@ struct eng_worker {
     unsigned index;            /* workers 0..threads-1; callers helping in eng_wait_idle above */
     eng_slot slot[ENG_SLOTS];
     struct eng_worker *next;   /* the engine's idle helpers; guarded by engine.mu */
+    /* A worker's wait for a job (guarded by engine.mu): */
+    pthread_cond_t cv;
+    struct eng_worker *next_idle; /* below it on the engine's stack of waiting workers */
+    int woken;                    /* taken off that stack for a job (or to stop) */
 };
 
 /* Registers a client: takes a reference on the engine. */
