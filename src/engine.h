@@ -57,9 +57,10 @@ typedef struct eng_client_ops {
     void (*reclaim)(void *ctx);
     /* 1: run() only computes (a writer compresses; its drain writes). The
      * engine runs at most eng_parallelism() such jobs at once, since more than
-     * the CPUs can run only take turns; a worker past that waits, and takes
-     * a job while another drains. 0: run() may block on I/O (a reader's
-     * faults on a mapped file), as many at once as there are workers. */
+     * the CPUs can run only take turns; a worker past that waits until a
+     * submit or a caller that helped finds a CPU free (the workers computing
+     * go on from job to job themselves). 0: run() may block on I/O (a
+     * reader's faults on a mapped file), as many at once as there are workers. */
     int cpu_bound;
 } eng_client_ops;
 
