@@ -36,9 +36,8 @@ struct mts_engine {
     eng_worker *idle;             /* workers waiting for a job, the latest first: the one woken
                                      first has its codec state and buffers warmest */
     unsigned waking;              /* workers taken off it and not yet up */
-    unsigned capped;              /* workers waiting after a wake-up for a job that then had
-                                     to wait for a CPU */
-    unsigned owed;                /* wake-ups not given at submit: the job had to wait for a CPU */
+    unsigned owed;                /* wake-ups held back, or spent on a worker that then found no
+                                     CPU free: a job waits for one (bounded by nthreads) */
     uint64_t cap;                 /* const */
     uint64_t held, peak, wait_ns, jobs, busy_ns, reclaims;
     eng_worker *workers;
@@ -137,10 +136,22 @@ static void worker_name(unsigned index)
     (void)pthread_setname_np(pthread_self(), name); /* advisory, as above */
 }
 
+/* With mu held: whether a job of c's may start now as far as the CPUs go. */
+static int cpu_free(const mts_engine *e, const eng_client *c)
+{
+    return !c->ops->cpu_bound || e->computing < e->cpus;
+}
+
 /* With mu held: whether j (NULL: none) may start now. */
 static int may_run(const mts_engine *e, const eng_job *j)
 {
-    return j && (!j->client->ops->cpu_bound || e->computing < e->cpus);
+    return j && cpu_free(e, j->client);
+}
+
+/* With mu held: one more wake-up owed to a job that waits for a CPU. */
+static void owe(mts_engine *e)
+{
+    if (e->owed < e->nthreads) e->owed++;
 }
 
 /* With mu held: wakes the worker that waited least, if any waits. */
@@ -162,11 +173,8 @@ static void wake_one(mts_engine *e)
 static void wake_worker(mts_engine *e)
 {
     const eng_job *j = e->run_head;
-    if (!may_run(e, j) || (j->client->ops->cpu_bound && e->computing + e->waking >= e->cpus)) {
-        if (e->owed < e->nthreads) e->owed++;
-        return;
-    }
-    wake_one(e);
+    if (!may_run(e, j) || (j->client->ops->cpu_bound && e->computing + e->waking >= e->cpus)) owe(e);
+    else wake_one(e);
 }
 
 /* With mu held: a job of c's left run(). A worker goes on to the next job
@@ -177,8 +185,8 @@ static void computed(mts_engine *e, const eng_client *c, int helper)
 {
     if (!c->ops->cpu_bound) return;
     e->computing--;
-    if (helper && (e->owed || e->capped) && e->idle && may_run(e, e->run_head)) {
-        e->owed -= e->owed > 0;
+    if (helper && e->owed && e->idle && may_run(e, e->run_head)) {
+        e->owed--;
         wake_one(e);
     }
 }
@@ -191,16 +199,14 @@ static void *worker_main(void *arg)
     worker_name(w->index);
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!may_run(e, e->run_head) && !(e->stop && !e->run_head)) {
-            unsigned capped = e->run_head != NULL; /* the job there waits for a CPU */
-            e->capped += capped;
+        for (int woken = 0; !may_run(e, e->run_head) && !(e->stop && !e->run_head); woken = 1) {
+            if (woken && e->run_head) owe(e); /* woken for a job that now waits for a CPU */
             w->woken = 0;
             w->next_idle = e->idle;
             e->idle = w;
             do pthread_cond_wait(&w->cv, &e->mu);
             while (!w->woken); /* taken off the stack by whoever woke it */
             e->waking--;
-            e->capped -= capped;
         }
         if (!e->run_head) break; /* stop, and nothing left to run */
         eng_job *j = unlink_run(e, NULL, e->run_head);
@@ -450,7 +456,7 @@ void eng_wait_idle(eng_client *c)
          * runs them where a worker is idle: a small writer's last job costs
          * no thread hand-off. With every worker busy, or as many computing
          * as may, it would be one thread more than the CPUs, so it waits. */
-        int idle = !e->started || (e->busy < e->started && (!c->ops->cpu_bound || e->computing < e->cpus));
+        int idle = !e->started || (e->busy < e->started && cpu_free(e, c));
         eng_job *j = idle ? take_own(e, c, NULL) : NULL;
         if (!j || !run_here(e, c, j)) pthread_cond_wait(&c->cv, &e->mu);
     }
