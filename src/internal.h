@@ -47,9 +47,15 @@ int mts_vmsg(char *buf, size_t len, int code, const char *fmt, va_list ap) __att
 int mts_env_flag(const char *name);
 
 /* The CPUs this process may run on: its affinity mask, fewer where a cgroup
- * (v2) CPU quota of its own or an ancestor's allows fewer (rounded up), at
- * least 1. MTS_CPUS=N in the environment overrides it (N >= 1). */
+ * CPU quota of its own or an ancestor's allows fewer (rounded up), at least
+ * 1. MTS_CPUS=N in the environment overrides it (N >= 1). */
 unsigned mts_cpu_count(void);
+/* The smallest CPU quota, in whole CPUs rounded up, of the cgroups named in
+ * self_cgroup (the format of /proc/self/cgroup) and their ancestors, found
+ * where mountinfo (that of /proc/self/mountinfo) mounts them: cgroup v2's
+ * cpu.max, v1's cpu.cfs_quota_us over cpu.cfs_period_us, either or both (a
+ * hybrid layout). 0 where none is set or the files cannot be read. */
+unsigned mts_cgroup_cpus(const char *self_cgroup, const char *mountinfo);
 
 #define MTS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MTS_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -189,6 +189,82 @@ static void test_cpu_cap(void)
     CHECK(mts_cpu_count() >= 1 && (online < 1 || mts_cpu_count() <= (unsigned)online));
 }
 
+/* Writes the string s to dir/name, making dir (and its parents) first. */
+static void put(const char *dir, const char *name, const char *s)
+{
+    char path[1024];
+    for (size_t i = 1; dir[i]; i++) /* mkdir -p */
+        if (dir[i] == '/') {
+            snprintf(path, sizeof path, "%.*s", (int)i, dir);
+            mkdir(path, 0755);
+        }
+    mkdir(dir, 0755);
+    if (!name) return;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_file(path, s, strlen(s));
+}
+
+/* mts_cgroup_cpus on files laid out as the kernel's: what mountinfo and the
+ * process's cgroup file say decides which directories are read. */
+static unsigned cgroup_case(const char *tmp, const char *mountinfo, const char *self)
+{
+    char mi[1024], sc[1024];
+    snprintf(mi, sizeof mi, "%s/mountinfo", tmp);
+    snprintf(sc, sizeof sc, "%s/cgroup", tmp);
+    write_file(mi, mountinfo, strlen(mountinfo));
+    write_file(sc, self, strlen(self));
+    return mts_cgroup_cpus(sc, mi);
+}
+
+/* Quotas under v2, v1 and a hybrid of both, a parent's smaller quota, the
+ * root of a container's mount, and mount points with a space. */
+static void test_cgroup_quota(void)
+{
+    char *tmp = test_tmpdir("cgroup");
+    char d[1024], mi[4096], self[1024];
+    /* v2 at TMP/v2: /a has no limit, /a/b 1.5 CPUs (rounded up: 2) */
+    snprintf(d, sizeof d, "%s/v2/a", tmp);
+    put(d, "cpu.max", "max 100000\n");
+    snprintf(d, sizeof d, "%s/v2/a/b", tmp);
+    put(d, "cpu.max", "150000 100000\n");
+    /* v1's cpu at TMP/v1 cpu: /a 3 CPUs, /a/b none (-1), /c 5 */
+    snprintf(d, sizeof d, "%s/v1 cpu/a", tmp);
+    put(d, "cpu.cfs_quota_us", "250000\n");
+    put(d, "cpu.cfs_period_us", "100000\n");
+    snprintf(d, sizeof d, "%s/v1 cpu/a/b", tmp);
+    put(d, "cpu.cfs_quota_us", "-1\n");
+    put(d, "cpu.cfs_period_us", "100000\n");
+    snprintf(d, sizeof d, "%s/v1 cpu/c", tmp);
+    put(d, "cpu.cfs_quota_us", "500000\n");
+    put(d, "cpu.cfs_period_us", "100000\n");
+    char v2line[512], v1line[512], v1root[512];
+    snprintf(v2line, sizeof v2line, "41 31 0:38 / %s/v2 rw,relatime shared:9 - cgroup2 cgroup2 rw\n", tmp);
+    snprintf(v1line, sizeof v1line, "32 31 0:29 / %s/v1\\040cpu rw,relatime - cgroup cgroup rw,cpu,cpuacct\n", tmp);
+    /* a container's mount of its own subtree /a */
+    snprintf(v1root, sizeof v1root, "32 31 0:29 /a %s/v1\\040cpu/a rw,relatime - cgroup cgroup rw,cpu,cpuacct\n", tmp);
+    const char *other = "30 23 0:27 / /proc rw - proc proc rw\n";
+
+    snprintf(mi, sizeof mi, "%s%s", other, v2line);
+    CHECK(cgroup_case(tmp, mi, "0::/a/b\n") == 2);
+    CHECK(cgroup_case(tmp, mi, "0::/a\n") == 0);
+    snprintf(mi, sizeof mi, "%s%s", other, v1line);
+    CHECK(cgroup_case(tmp, mi, "4:memory:/x\n2:cpu,cpuacct:/a/b\n") == 3); /* the parent's */
+    CHECK(cgroup_case(tmp, mi, "2:cpuacct,cpu:/c\n") == 5);
+    CHECK(cgroup_case(tmp, mi, "4:memory:/a\n2:cpuacct:/a\n") == 0); /* not the cpu controller */
+    snprintf(mi, sizeof mi, "%s%s%s", v1line, other, v2line); /* hybrid: the smaller */
+    CHECK(cgroup_case(tmp, mi, "2:cpu,cpuacct:/a\n0::/a/b\n") == 2);
+    CHECK(cgroup_case(tmp, mi, "2:cpu,cpuacct:/c\n0::/a\n") == 5);
+    snprintf(mi, sizeof mi, "%s", v1root); /* the path as the host names it, and as a namespace does */
+    CHECK(cgroup_case(tmp, mi, "2:cpu:/a/b\n") == 3);
+    CHECK(cgroup_case(tmp, mi, "2:cpu:/\n") == 3);
+    snprintf(self, sizeof self, "0::/a/b\n");
+    CHECK(cgroup_case(tmp, other, self) == 0); /* no cgroup mounted */
+    CHECK(mts_cgroup_cpus("/nonexistent/cgroup", "/nonexistent/mountinfo") == 0);
+    printf("test_engine: cgroup quotas read from v2, v1 and hybrid layouts\n");
+    rm_rf(tmp);
+    free(tmp);
+}
+
 typedef struct acq {
     tclient *tc;
     uint64_t n;
@@ -775,6 +851,7 @@ int main(void)
     test_init_seed("test_engine");
     test_order();
     test_cpu_cap();
+    test_cgroup_quota();
     test_urgent();
     test_worker_policy();
     test_reader_runs_own();
