@@ -139,6 +139,10 @@ typedef struct mts_engine_stats {
     uint64_t reclaims;        /* times a waiter made a holder spill */
     uint64_t bytes_cached;    /* part of bytes_held: freed buffers kept for reuse, given back
                                  as soon as a writer or reader waits for budget */
+    uint32_t cpus;            /* compression jobs that run at once at most (workers and
+                                 waiting callers together): threads, or the CPUs this
+                                 process may use where fewer (its affinity mask, its
+                                 cgroup's CPU quota; MTS_CPUS=N overrides) */
 } mts_engine_stats;
 
 MTS_API int mts_engine_get_stats(const mts_engine *e, mts_engine_stats *stats);

@@ -323,7 +323,7 @@ int mts_engine_get_stats(const mts_engine *ce, mts_engine_stats *st)
     mts_engine *e = (mts_engine *)(uintptr_t)ce; /* the lock inside is not const */
     pthread_mutex_lock(&e->mu);
     *st = (mts_engine_stats){e->nthreads, e->busy,    e->nclients, e->jobs,     e->busy_ns, e->held,
-                             e->peak,     e->cap,     e->wait_ns,  e->reclaims, e->cached};
+                             e->peak,     e->cap,     e->wait_ns,  e->reclaims, e->cached,  e->cpus};
     pthread_mutex_unlock(&e->mu);
     return 0;
 }

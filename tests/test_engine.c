@@ -184,7 +184,15 @@ static void test_cpu_cap(void)
     CHECK(io >= 3);
     setenv("MTS_CPUS", "3", 1);
     CHECK(mts_cpu_count() == 3);
+    mts_engine *e = NULL;
+    mts_engine_stats st;
+    CHECK(mts_engine_create(4, 1 << 20, &e, NULL, 0) == 0); /* the count at create holds */
     unsetenv("MTS_CPUS");
+    CHECK(mts_engine_get_stats(e, &st) == 0 && st.threads == 4 && st.cpus == 3);
+    mts_engine_free(e);
+    CHECK(mts_engine_create(2, 1 << 20, &e, NULL, 0) == 0);
+    CHECK(mts_engine_get_stats(e, &st) == 0 && st.cpus == MTS_MIN(2u, mts_cpu_count()));
+    mts_engine_free(e);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     CHECK(mts_cpu_count() >= 1 && (online < 1 || mts_cpu_count() <= (unsigned)online));
 }

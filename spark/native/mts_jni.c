@@ -71,11 +71,11 @@ JNIEXPORT jlongArray JNICALL Java_org_mtshuffle_NativeEngine_stats(JNIEnv *env, 
     (void)cls;
     mts_engine_stats st;
     if (!h || mts_engine_get_stats((mts_engine *)(intptr_t)h, &st) < 0) return NULL;
-    jlong v[11] = {st.threads, st.threads_busy, st.clients, (jlong)st.jobs, (jlong)st.busy_ns, (jlong)st.bytes_held,
+    jlong v[12] = {st.threads, st.threads_busy, st.clients, (jlong)st.jobs, (jlong)st.busy_ns, (jlong)st.bytes_held,
                    (jlong)st.peak_bytes_held, (jlong)st.budget, (jlong)st.budget_wait_ns, (jlong)st.reclaims,
-                   (jlong)st.bytes_cached};
-    jlongArray out = (*env)->NewLongArray(env, 11);
-    if (out) (*env)->SetLongArrayRegion(env, out, 0, 11, v);
+                   (jlong)st.bytes_cached, st.cpus};
+    jlongArray out = (*env)->NewLongArray(env, 12);
+    if (out) (*env)->SetLongArrayRegion(env, out, 0, 12, v);
     return out;
 }
 

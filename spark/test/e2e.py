@@ -383,12 +383,16 @@ def check_early_stop(base):
     engines = [l.split() for l in r["probe"] if not l.endswith(" none")]
     if r["rows"] != [10, 1000] or not engines or "cancel" not in r["killed"] or "never ran" in r["killed"]:
         raise SystemExit("e2e: early stop: %s" % r)
-    for ex, clients, held, cached, peak, budget in engines:
+    for ex, clients, held, cached, peak, budget, threads, cpus in engines:
         if int(clients) != 0 or int(held) != int(cached) or int(peak) > int(budget):
             raise SystemExit("e2e: after reducers stopped early, executor %s's engine: %s clients, %s bytes held "
                              "(%s cached), peak %s of %s" % (ex, clients, held, cached, peak, budget))
+        if not 1 <= int(cpus) <= min(int(threads), os.cpu_count() or int(threads)):
+            raise SystemExit("e2e: executor %s's engine runs %s jobs at once at most on %s threads and %s CPUs"
+                             % (ex, cpus, threads, os.cpu_count()))
     print("e2e: reducers stopped early by a limit, and reduce tasks killed while reading: every engine back to "
-          "no client and nothing held (%s)" % "; ".join("executor %s peak %s of %s" % (e[0], e[4], e[5]) for e in engines))
+          "no client and nothing held (%s)" % "; ".join("executor %s peak %s of %s, %s of %s threads compressing at once "
+                                                        "at most" % (e[0], e[4], e[5], e[7], e[6]) for e in engines))
 
 
 def check_speculation(base):

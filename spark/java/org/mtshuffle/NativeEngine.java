@@ -36,7 +36,8 @@ public final class NativeEngine implements AutoCloseable {
     }
 
     /** threads, threads busy, clients, jobs, busy ns, bytes held, peak bytes held, budget, budget wait ns,
-     *  reclaims, bytes cached. */
+     *  reclaims, bytes cached, and how many compression jobs run at once at most (the threads, or the
+     *  CPUs this process may use where fewer: its affinity mask, its cgroup's CPU quota). */
     public synchronized long[] stats() {
         if (handle == 0) throw new IllegalStateException("NativeEngine is closed");
         return stats(handle);

@@ -17,7 +17,8 @@ import scala.Tuple2;
  * What each executor's engine holds between jobs, called from the e2e driver
  * through py4j: a job of many small tasks, each reporting its executor's
  * engine counters. Each distinct line is "executor clients held cached peak
- * budget", or "executor none" where no engine was started; how the
+ * budget threads cpus" (cpus: compression jobs at once at most), or "executor
+ * none" where no engine was started; how the
  * reduce side took its blocks; and a reduce stage killed while its tasks read.
  */
 public final class EngineProbe {
@@ -30,7 +31,8 @@ public final class EngineProbe {
             String id = SparkEnv.get().executorId();
             ShuffleManager m = SparkEnv.get().shuffleManager();
             long[] st = m instanceof MtsShuffleManager ? ((MtsShuffleManager) m).engineStats() : null;
-            return st == null ? id + " none" : id + " " + st[2] + " " + st[5] + " " + st[10] + " " + st[6] + " " + st[7];
+            return st == null ? id + " none"
+                    : id + " " + st[2] + " " + st[5] + " " + st[10] + " " + st[6] + " " + st[7] + " " + st[0] + " " + st[11];
         }).distinct().collect();
     }
 

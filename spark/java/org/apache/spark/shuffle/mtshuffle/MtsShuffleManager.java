@@ -77,8 +77,9 @@ public class MtsShuffleManager extends SortShuffleManager {
         if (engine == null) {
             MtsConf c = settings();
             engine = new NativeEngine(c.threads, c.maxBytesInFlight, c.taskSlots);
-            LOG.info("mtshuffle: executor engine started: {} threads, {} bytes in flight at most, writers sized for "
-                    + "{} task slots, native library from {}", c.threads, c.maxBytesInFlight, c.taskSlots,
+            LOG.info("mtshuffle: executor engine started: {} threads, {} of them compressing at once at most (the "
+                    + "CPUs this process may use), {} bytes in flight at most, writers sized for {} task slots, native "
+                    + "library from {}", c.threads, engine.stats()[11], c.maxBytesInFlight, c.taskSlots,
                     NativeLibrary.loadedFrom());
         }
         return engine;
@@ -86,7 +87,8 @@ public class MtsShuffleManager extends SortShuffleManager {
 
     /**
      * The executor engine's counters (NativeEngine.stats(): threads, threads busy, clients, jobs,
-     * busy ns, bytes held, peak bytes held, budget, budget wait ns, reclaims, bytes cached), or null
+     * busy ns, bytes held, peak bytes held, budget, budget wait ns, reclaims, bytes cached, jobs at
+     * once at most), or null
      * before its first task: for monitoring and tests.
      */
     public synchronized long[] engineStats() {
