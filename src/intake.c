@@ -136,7 +136,10 @@ static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, ui
     }
     *in = (inbuf){NULL, data, 0, NULL, 0, 1, done, ctx};
     int waits_held = !done && dest == &w->runs.d; /* the caller waits at every batch it holds */
-    int rc = submit_range(w, in, p_first, p_last, offs, dest, NULL, 0, waits_held);
+    /* A caller that waits has the batch's last jobs tapered, wherever they
+     * go: untapered, the last one ran alone while the other CPUs idled, at
+     * the end of every batch (BENCHMARKS.md). */
+    int rc = submit_range(w, in, p_first, p_last, offs, dest, NULL, 0, !done);
     if (done && rc == 0) {
         inbuf_unref(w, in); /* done runs here if the jobs are through already */
         return 0;
@@ -441,12 +444,12 @@ int intake_flush(mts_writer *w, int last)
 int intake_batch(mts_writer *w, const void *data, const uint64_t *offsets, destination *dest, mts_batch_done done,
                  void *ctx)
 {
-    /* Compressed in place, borrowed: into the data file (streaming), the run
-     * store (each batch's slices streams of their own, joined there; given
-     * without waiting, or waited for with the last jobs tapered: copying the
-     * batch into the arena instead cost more than those tails,
-     * BENCHMARKS.md), or each batch's own streams into the partition files
-     * (the baseline, as the design before this one did). */
+    /* Compressed in place, borrowed, the last jobs of a batch waited for
+     * tapered: into the data file (streaming), the run store (each batch's
+     * slices streams of their own, joined there; copying the batch into the
+     * arena instead cost more than those tails, BENCHMARKS.md), or each
+     * batch's own streams into the partition files (the baseline, as the
+     * design before this one did). */
     FORWARD_IF_ERROR(intake_flush(w, 0)); /* keeps arrival order; holds nothing of its own after */
     return submit_borrowed(w, data, 0, w->o.num_partitions - 1, offsets, dest, done, ctx);
 }
