@@ -108,13 +108,15 @@ static unsigned hierarchy_quota(const char *mount, const char *root, const char 
     char dir[PATH_MAX];
     size_t rl = strlen(root);
     const char *rel = path; /* the cgroup below the mount's root */
-    if (strcmp(root, "/") != 0) {
-        /* A mount of a subtree (a container's own cgroup): the path is
-         * under it, or (a cgroup namespace) already relative to it. */
-        rel = strncmp(path, root, rl) == 0 && (path[rl] == '/' || path[rl] == 0) ? path + rl : "";
-    }
+    if (strcmp(root, "/") != 0 && strncmp(path, root, rl) == 0 && (path[rl] == '/' || path[rl] == 0))
+        rel = path + rl; /* a mount of a subtree (a container's own cgroup) that holds the path */
     if (strcmp(rel, "/") == 0) rel = "";
     if ((size_t)snprintf(dir, sizeof dir, "%s%s", mount, rel) >= sizeof dir) return 0;
+    if (*rel && access(dir, F_OK) != 0) {
+        /* Not there: a cgroup namespace names the path from its own root,
+         * which need not be the mount's; the mount's own quota still holds. */
+        snprintf(dir, sizeof dir, "%s", mount);
+    }
     size_t floor = strlen(mount);
     unsigned best = 0;
     for (;;) {

@@ -265,6 +265,8 @@ static void test_cgroup_quota(void)
     snprintf(mi, sizeof mi, "%s", v1root); /* the path as the host names it, and as a namespace does */
     CHECK(cgroup_case(tmp, mi, "2:cpu:/a/b\n") == 3);
     CHECK(cgroup_case(tmp, mi, "2:cpu:/\n") == 3);
+    CHECK(cgroup_case(tmp, mi, "2:cpu:/b\n") == 3);   /* named from a namespace's root */
+    CHECK(cgroup_case(tmp, mi, "2:cpu:/zzz\n") == 3); /* not under the mount: its own quota */
     snprintf(self, sizeof self, "0::/a/b\n");
     CHECK(cgroup_case(tmp, other, self) == 0); /* no cgroup mounted */
     CHECK(mts_cgroup_cpus("/nonexistent/cgroup", "/nonexistent/mountinfo") == 0);

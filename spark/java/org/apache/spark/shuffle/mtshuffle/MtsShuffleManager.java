@@ -88,8 +88,7 @@ public class MtsShuffleManager extends SortShuffleManager {
     /**
      * The executor engine's counters (NativeEngine.stats(): threads, threads busy, clients, jobs,
      * busy ns, bytes held, peak bytes held, budget, budget wait ns, reclaims, bytes cached, jobs at
-     * once at most), or null
-     * before its first task: for monitoring and tests.
+     * once at most), or null before its first task: for monitoring and tests.
      */
     public synchronized long[] engineStats() {
         return engine == null ? null : engine.stats();
