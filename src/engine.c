@@ -173,7 +173,7 @@ static void wake_one(mts_engine *e)
 static void wake_worker(mts_engine *e)
 {
     const eng_job *j = e->run_head;
-    if (!may_run(e, j) || (j->client->ops->cpu_bound && e->computing + e->waking >= e->cpus)) owe(e);
+    if (!j || (j->client->ops->cpu_bound && e->computing + e->waking >= e->cpus)) owe(e); /* no CPU for it */
     else wake_one(e);
 }
 
