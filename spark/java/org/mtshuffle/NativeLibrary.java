@@ -4,8 +4,12 @@ import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
+import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 
 /**
@@ -14,9 +18,12 @@ import java.util.Locale;
  * <li>the system property {@code mtshuffle.native.library}: a path to the library;</li>
  * <li>the jar: {@code org/mtshuffle/native/<os>-<arch>/}, whose files (the JNI library and the
  *     shared libraries it needs, found through its $ORIGIN run path) are extracted into a fresh
- *     temporary directory and loaded from there; the directory is removed as soon as the load
- *     returns (the loaded libraries stay mapped), so that a JVM killed later, as executors are,
- *     leaves nothing behind;</li>
+ *     directory and loaded from there; the directory is removed as soon as the load returns (the
+ *     loaded libraries stay mapped), so that a JVM killed later, as executors are, leaves nothing
+ *     behind. The directory is made under {@code mtshuffle.native.tmpdir} if that property is
+ *     set, else under {@code java.io.tmpdir}; where nothing loads from there (a temporary
+ *     directory mounted noexec, as hardened hosts do, refuses to map libraries), under the JVM's
+ *     working directory (a Spark executor's is its work directory);</li>
  * <li>{@code java.library.path}: {@code System.loadLibrary("mtshuffle_jni")}.</li>
  * </ol>
  * A failure names every place tried.
@@ -47,7 +54,7 @@ public final class NativeLibrary {
 
     public static synchronized void load() {
         if (loaded) return;
-        StringBuilder tried = new StringBuilder();
+        List<String> tried = new ArrayList<>();
         String path = System.getProperty("mtshuffle.native.library");
         if (path != null) {
             System.load(path); /* an explicit choice: its failure is the answer */
@@ -55,29 +62,53 @@ public final class NativeLibrary {
             return;
         }
         String dir = "org/mtshuffle/native/" + platform() + "/";
-        Path tmp = null;
-        try {
-            tmp = Files.createTempDirectory("mtshuffle-native-");
-            Path p = extract(dir, tmp);
-            if (p != null) {
+        for (String parent : extractionParents()) {
+            Path tmp = null;
+            try {
+                tmp = Files.createTempDirectory(Paths.get(parent), "mtshuffle-native-");
+                Path p = extract(dir, tmp);
+                if (p == null) {
+                    tried.add("the jar has no " + dir + MANIFEST);
+                    break;
+                }
                 System.load(p.toString());
-                finish("jar:" + dir + LIBRARY + " (extracted to " + tmp + ", removed after loading)");
+                finish("jar:" + dir + LIBRARY + " (extracted to " + tmp + ", removed after loading"
+                        + (tried.isEmpty() ? "" : "; before that, " + String.join("; ", tried)) + ")");
                 return;
+            } catch (IOException | UnsatisfiedLinkError | InvalidPathException e) {
+                tried.add("extracting " + dir + " under " + parent + ": " + e.getMessage());
+            } finally {
+                if (tmp != null) remove(tmp);
             }
-            tried.append("the jar has no ").append(dir).append(MANIFEST);
-        } catch (IOException | UnsatisfiedLinkError e) {
-            tried.append("extracting ").append(dir).append(" from the jar: ").append(e.getMessage());
-        } finally {
-            if (tmp != null) remove(tmp);
         }
+        if (tried.isEmpty()) tried.add("no directory to extract the jar's files into");
         try {
             System.loadLibrary("mtshuffle_jni");
             finish("java.library.path");
         } catch (UnsatisfiedLinkError e) {
             throw new UnsatisfiedLinkError("mtshuffle: cannot load its native library for " + platform() + ": "
-                    + tried + "; java.library.path: " + e.getMessage()
+                    + String.join("; ", tried) + "; java.library.path: " + e.getMessage()
                     + " (or set -Dmtshuffle.native.library=/path/to/" + LIBRARY + ")");
         }
+    }
+
+    /** Where the jar's files may be extracted, in the order tried: mtshuffle.native.tmpdir or
+     *  java.io.tmpdir, then the working directory. */
+    private static List<String> extractionParents() {
+        List<String> dirs = new ArrayList<>();
+        String first = System.getProperty("mtshuffle.native.tmpdir");
+        if (first == null || first.isEmpty()) first = System.getProperty("java.io.tmpdir");
+        for (String d : new String[] {first, System.getProperty("user.dir")}) {
+            if (d == null || d.isEmpty()) continue;
+            String abs;
+            try {
+                abs = Paths.get(d).toAbsolutePath().normalize().toString();
+            } catch (InvalidPathException e) {
+                abs = d; /* creating the directory under it fails, and says why */
+            }
+            if (!dirs.contains(abs)) dirs.add(abs);
+        }
+        return dirs;
     }
 
     private static void finish(String where) {
