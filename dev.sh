@@ -38,9 +38,17 @@ install_python() {
 # is installed by this script, so nothing may be missing. ISA-L's checksums
 # are required here; the ASan build of `reliability` runs the whole suite
 # without them (the fallback a machine without libisal gets).
+# zstd's source goes into the plugin jar's JNI library (so that the jar loads
+# on glibc 2.17 and later): fetched once into $BUILD/_deps from Debian's
+# archive, or given as MTS_ZSTD_SOURCE_DIR.
 build() {
+  local zstd=${MTS_ZSTD_SOURCE_DIR:-}
+  if [ -z "$zstd" ]; then
+    zstd=$(python3 spark/native/fetch_zstd.py "$BUILD/_deps") || {
+      echo "dev.sh: cannot fetch zstd's source for the plugin jar (set MTS_ZSTD_SOURCE_DIR to one)" >&2; exit 1; }
+  fi
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMTS_WERROR=ON -DMTS_STRICT_TESTS=ON \
-    -DMTS_WITH_ISAL=ON >/dev/null
+    -DMTS_WITH_ISAL=ON -DMTS_ZSTD_SOURCE_DIR="$zstd" >/dev/null
   cmake --build "$BUILD"
 }
 

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include "checksum.h"
+#include "glibc_floor.h"
 
 #ifdef MTS_HAVE_ISAL
 #include <isa-l/crc.h>

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "glibc_floor.h"
 #include "internal.h"
 
 #define RECLAIM_RETRY_NS (10u * 1000u * 1000u) /* re-check after a reclaim that freed nothing */

@@ -4,12 +4,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fileio.h"
 #include "internal.h"
 
 #define BOUNCE_SIZE (256u << 10)
+
+/* Calls that glibc 2.25-2.33 gave new symbol versions go to the kernel
+ * directly on x86-64, so that the plugin jar's copy of the library loads on
+ * glibc 2.17 and later (glibc_floor.h); glibc's struct stat is the kernel's
+ * there. Elsewhere, the C library's. */
+#if defined(__GLIBC__) && defined(__x86_64__)
+#define sys_stat(path, st) syscall(SYS_stat, (path), (st))
+#define sys_fstat(fd, st) syscall(SYS_fstat, (fd), (st))
+#define sys_copy_file_range(in, in_off, out, out_off, len, flags) \
+    syscall(SYS_copy_file_range, (in), (in_off), (out), (out_off), (len), (flags))
+#define sys_getrandom(buf, len, flags) syscall(SYS_getrandom, (buf), (len), (flags))
+#else
+#define sys_stat stat
+#define sys_fstat fstat
+#define sys_copy_file_range copy_file_range
+#define sys_getrandom getrandom
+#endif
 
 static int force_fallback = -1; /* -1: not decided yet */
 static uint64_t fallback_copies;
@@ -187,7 +206,7 @@ int fio_copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t len)
     loff_t off = (loff_t)in_off;
     FORWARD_IF_ERROR(fault(MTS_FAULT_COPY));
     while (len) {
-        ssize_t n = copy_file_range(in_fd, &off, out_fd, NULL, (size_t)MTS_MIN(len, 1ull << 30), 0);
+        ssize_t n = sys_copy_file_range(in_fd, &off, out_fd, NULL, (size_t)MTS_MIN(len, 1ull << 30), 0u);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)
@@ -205,7 +224,7 @@ int fio_temp_name(char *buf, size_t len, const char *base)
     unsigned char r[16];
     size_t got = 0;
     while (got < sizeof r) {
-        ssize_t n = getrandom(r + got, sizeof r - got, 0);
+        ssize_t n = sys_getrandom(r + got, sizeof r - got, 0u);
         if (n < 0) {
             if (errno == EINTR) continue;
             return -errno;
@@ -216,6 +235,16 @@ int fio_temp_name(char *buf, size_t len, const char *base)
     if (n < 0 || (size_t)n + 33 > len) return -ENAMETOOLONG;
     for (int i = 0; i < 16; i++) sprintf(buf + n + 2 * i, "%02x", r[i]);
     return 0;
+}
+
+int fio_stat(const char *path, struct stat *st)
+{
+    return sys_stat(path, st) == 0 ? 0 : -errno;
+}
+
+int fio_fstat(int fd, struct stat *st)
+{
+    return sys_fstat(fd, st) == 0 ? 0 : -errno;
 }
 
 int fio_fsync_dir(const char *dir)

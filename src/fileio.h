@@ -46,5 +46,9 @@ uint64_t fio_fallback_copies(void); /* how many copies took the fallback */
 /* "<base>.<32 hex digits>" : Spark's temp name shape (final name + UUID). */
 int fio_temp_name(char *buf, size_t len, const char *base);
 int fio_fsync_dir(const char *dir);
+/* stat and fstat: 0 or -errno. */
+struct stat;
+int fio_stat(const char *path, struct stat *st);
+int fio_fstat(int fd, struct stat *st);
 
 #endif

@@ -191,7 +191,7 @@ int layout_read_file(const char *path, unsigned char **buf, uint64_t *len)
     int fd = fio_open(path, O_RDONLY, 0);
     if (fd < 0) return fd;
     struct stat st;
-    int rc = fstat(fd, &st) ? -errno : 0;
+    int rc = fio_fstat(fd, &st);
     uint64_t n = rc ? 0 : (uint64_t)st.st_size;
     unsigned char *b = rc ? NULL : mts_malloc((size_t)n);
     if (!rc && !b) rc = MTS_E_NOMEM;
@@ -236,7 +236,7 @@ int map_output_open(map_output *m, const char *path, uint32_t want_n, unsigned f
     if (rc < 0 && rc != -ENOENT) return mts_msg(err, errlen, rc, "open data %s", m->data_path);
     m->fd = rc < 0 ? -1 : rc;
     struct stat st;
-    if (m->fd >= 0 && fstat(m->fd, &st) != 0) return mts_msg(err, errlen, -errno, "stat data %s", m->data_path);
+    if (m->fd >= 0 && (rc = fio_fstat(m->fd, &st)) != 0) return mts_msg(err, errlen, rc, "stat data %s", m->data_path);
     m->size = m->fd >= 0 ? (uint64_t)st.st_size : 0;
 
     layout_sibling(side, sizeof side, path, LAYOUT_INDEX, MTS_CHECKSUM_NONE);

@@ -65,7 +65,7 @@ int writer_validate(const mts_writer_options *o, char *err, size_t len)
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         CHECK(o->reserved[i] == 0, "options: reserved[%zu] must be 0", i);
     struct stat st;
-    CHECK(!o->dir || (stat(o->dir, &st) == 0 && S_ISDIR(st.st_mode)), "options: dir %s is not a directory", o->dir);
+    CHECK(!o->dir || (fio_stat(o->dir, &st) == 0 && S_ISDIR(st.st_mode)), "options: dir %s is not a directory", o->dir);
 #undef CHECK
     return 0;
 }

@@ -17,3 +17,8 @@ while read -r name _ path _; do
   names="$names $name"
 done < <(ldd "$lib" | grep '=>')
 printf '%s\n' $names > "$dir/files.txt"
+# A library an earlier build carried and this one does not need goes, so that the jar holds only what it lists.
+for f in "$dir"/*; do
+  base=$(basename "$f")
+  [ "$base" = files.txt ] || [[ " $names " == *" $base "* ]] || rm -f "$f"
+done
