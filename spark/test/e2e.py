@@ -9,7 +9,8 @@ plugin without a single-file writer (read by Spark's reader, the plugin's
 reader off), each way the plugin's reader takes a fetched block (mapped,
 copied, streamed), a byte flipped in a committed data file (found by the
 plugin's reader in a copied and in a mapped block, Spark's fetch-failure
-path), reducers stopped early by a limit or
+path), executors that cannot load the native library (Spark's writer and
+reader, same result), reducers stopped early by a limit or
 killed while reading (every engine gives everything back) and speculative
 attempts (README.md, "Spark plugin"). With --kill, an executor is killed
 during the map stage and another while committing, and the results must
@@ -361,6 +362,25 @@ def check_plugin(base, want):
           "read by Spark's reader (the plugin's reader off); seed query identical" % took)
 
 
+def check_no_native(base, want):
+    """Executors that cannot load the native library (here: -Dmtshuffle.native.library names no file) run
+    the plugin's shuffles with Spark's writer and reader, say why, and give the same result."""
+    missing = os.path.join(base["work"], "no-such-dir", "libmtshuffle_jni.so")
+    r = run(dict(base, mode="mts", seed_only=True,
+                 conf={"spark.executor.extraJavaOptions": "-Dmtshuffle.native.library=" + missing}))
+    if r["seed_query"] != want:
+        raise SystemExit("e2e: with no native library the seed query differs")
+    wrote = log_lines(base["work"], r["app"], "uses Spark's sort shuffle: its native library cannot be loaded")
+    read = log_lines(base["work"], r["app"], "is read by Spark's reader: its native library cannot be loaded")
+    if not wrote or not read or not any(missing in l for l in wrote):
+        raise SystemExit("e2e: with no native library, no executor logged Spark's writer and reader with the reason: "
+                         "%s %s" % (wrote[:1], read[:1]))
+    if engine_starts(base["work"], r["app"]):
+        raise SystemExit("e2e: an engine started although the native library cannot be loaded")
+    print("e2e: executors without the native library used Spark's writer and reader (logged: \"%s\"); seed query "
+          "identical" % wrote[0].split("mtshuffle: ", 1)[-1][:160])
+
+
 def check_malformed(base):
     """Malformed input from the JVM side: the task fails with the writer's message, no executor dies."""
     r = run(dict(base, mode="mts", scenario="malformed", extra_jars=[test_jar(base["work"], base["jar"])],
@@ -457,7 +477,8 @@ def main():
     ap.add_argument("--rows", type=int, default=3000000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--kill", action="store_true")
-    ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed", "early_stop", "block_access"),
+    ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed", "early_stop", "block_access",
+                                       "no_native"),
                     help="run only that check")
     a = ap.parse_args()
     extracted_before = extracted_dirs()
@@ -465,9 +486,9 @@ def main():
     base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": a.reps, "kill": False,
             "work": os.path.abspath(a.work)}
     if a.only:
-        if a.only in ("plugin", "block_access"):
+        if a.only in ("plugin", "block_access", "no_native"):
             want = run(dict(base, mode="spark", seed_only=True))["seed_query"]
-            (check_plugin if a.only == "plugin" else check_block_access)(base, want)
+            {"plugin": check_plugin, "block_access": check_block_access, "no_native": check_no_native}[a.only](base, want)
         elif a.only == "corrupt":
             check_corruption(base)
             check_corruption(base, MAPPED_ALL, "mapped")
@@ -512,6 +533,7 @@ def main():
     print("e2e: UnsafeRow path and serializer path give identical bytes (%d records); JVM cost per record %.1f ns "
           "and %.1f ns" % (rp["rows"], rp["unsafe_row_ns_per_record"], rp["serializer_ns_per_record"]))
     check_plugin(base, out["spark"]["seed_query"])
+    check_no_native(base, out["spark"]["seed_query"])
     check_malformed(base)
     check_block_access(base, out["spark"]["seed_query"])
     check_corruption(base)

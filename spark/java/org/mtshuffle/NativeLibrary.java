@@ -35,6 +35,7 @@ public final class NativeLibrary {
     public static final String MANIFEST = "files.txt";
     private static boolean loaded;
     private static String from;
+    private static String failure; /* why the first load failed: every later one gives the same answer */
 
     private NativeLibrary() {}
 
@@ -52,8 +53,29 @@ public final class NativeLibrary {
         return from;
     }
 
+    /** Loads the library unless it is loaded; null then, else why it cannot be (the same answer every time,
+     *  without trying again). */
+    public static synchronized String tryLoad() {
+        try {
+            load();
+            return null;
+        } catch (UnsatisfiedLinkError e) {
+            return e.getMessage();
+        }
+    }
+
     public static synchronized void load() {
         if (loaded) return;
+        if (failure != null) throw new UnsatisfiedLinkError(failure);
+        try {
+            loadOnce();
+        } catch (UnsatisfiedLinkError e) {
+            failure = e.getMessage();
+            throw e;
+        }
+    }
+
+    private static void loadOnce() {
         List<String> tried = new ArrayList<>();
         String path = System.getProperty("mtshuffle.native.library");
         if (path != null) {

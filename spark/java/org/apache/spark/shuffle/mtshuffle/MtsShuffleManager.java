@@ -41,12 +41,13 @@ import scala.Tuple2;
  * does not; Spark's attempt rules and index checks apply, and Spark's reader
  * and the external shuffle service read the result. What it cannot serve
  * (map-side combine, a serializer whose records cannot be relocated, IO
- * encryption, a codec other than lz4/zstd) goes to Spark's sort shuffle, with
- * a log line saying why. Reduce tasks read through MtsShuffleReader (blocks
+ * encryption, a codec other than lz4/zstd, an executor that cannot load the
+ * native library) goes to Spark's sort shuffle, with a log line saying why. Reduce tasks read through MtsShuffleReader (blocks
  * fetched by Spark, decompressed on the same engine) unless
  * spark.mtshuffle.reader.enabled is false or it cannot serve (IO encryption,
  * a codec other than lz4/zstd, uncompressed shuffle output, push-based
- * shuffle's merged blocks): then Spark's reader, again with a log line.
+ * shuffle's merged blocks, no native library): then Spark's reader, again
+ * with a log line.
  * Everything else (unregistering, the resolver) is Spark's sort shuffle.
  */
 public class MtsShuffleManager extends SortShuffleManager {
@@ -129,7 +130,14 @@ public class MtsShuffleManager extends SortShuffleManager {
         if (conf.getBoolean("spark.io.encryption.enabled", false)) return "IO encryption is on";
         if (dep.partitioner().numPartitions() > (1 << 24)) return "more than 2^24 partitions";
         if (settings().codec < 0) return "codec " + settings().codecName + " is not lz4 or zstd";
-        return null;
+        return nativeRefusal();
+    }
+
+    /** Why this executor cannot load the native library, or null: its tasks then use Spark's writer and
+     *  reader rather than fail (a platform the jar carries no library for, a C library too old). */
+    private static String nativeRefusal() {
+        String why = NativeLibrary.tryLoad();
+        return why == null ? null : "its native library cannot be loaded: " + why;
     }
 
     @Override
@@ -159,7 +167,7 @@ public class MtsShuffleManager extends SortShuffleManager {
         if (settings().codec != NativeShuffleWriter.CODEC_LZ4 && settings().codec != NativeShuffleWriter.CODEC_ZSTD)
             return "codec " + settings().codecName + " is not lz4 or zstd";
         if (dep.isShuffleMergeFinalizedMarked()) return "push-based shuffle's merged blocks";
-        return null;
+        return nativeRefusal();
     }
 
     @Override
