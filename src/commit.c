@@ -149,9 +149,9 @@ static int read_checksums(const char *path, uint32_t n, uint32_t *out)
 static int try_adopt(const commit_req *r, uint64_t *lengths)
 {
     struct stat st;
-    int src = fio_stat(r->data_final, &st);
-    if (src != 0) {
-        if (src != -ENOENT) return 0;
+    int st_rc = fio_stat(r->data_final, &st);
+    if (st_rc) {
+        if (st_rc != -ENOENT) return 0;
         st.st_size = 0; /* Spark: File.length() of a missing data file is 0 */
     }
     uint64_t *off = mts_malloc(((size_t)r->num_partitions + 1) * 8);
