@@ -13,7 +13,8 @@
 
 #define BOUNCE_SIZE (256u << 10)
 
-/* Calls that glibc 2.25-2.33 gave new symbol versions go to the kernel
+/* Calls that glibc added after 2.17 (getrandom in 2.25, copy_file_range in
+ * 2.27) or gave new symbol versions (stat and fstat in 2.33) go to the kernel
  * directly on x86-64, so that the plugin jar's copy of the library loads on
  * glibc 2.17 and later (glibc_floor.h); glibc's struct stat is the kernel's
  * there. Elsewhere, the C library's. */

@@ -3,8 +3,8 @@
  * glibc 2.34 moved the thread calls into libc under new symbol versions and
  * keeps the first ones for programs built before: on x86-64 the calls below
  * are bound to those, which every glibc since 2.17 exports. fileio.c takes
- * the other calls that newer glibc versions renamed (stat, fstat,
- * copy_file_range, getrandom) to the kernel directly. Not under the
+ * the calls that later glibc versions added or renamed (getrandom,
+ * copy_file_range, stat, fstat) to the kernel directly. Not under the
  * sanitizers, whose run-time libraries intercept these calls by name. */
 #ifndef MTS_GLIBC_FLOOR_H
 #define MTS_GLIBC_FLOOR_H
