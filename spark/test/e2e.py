@@ -220,7 +220,15 @@ for st, x in zip(res["stages"], stages):
                                               % (app, x["stageId"], x["attemptId"])))
         st["task_run_ms"] = [t["taskMetrics"]["executorRunTime"] for t in tl if "taskMetrics" in t]
 res["seed_query_seconds"] = times
-res["manager"] = sc._jsc.sc().env().shuffleManager().getClass().getName()
+# through a method handle: py4j's lookup and java.lang.reflect resolve every method of SparkEnv,
+# and one of pyspark 4.3's names a protobuf class that its jars do not carry
+jvm = sc._jvm
+getter = jvm.java.lang.invoke.MethodHandles.publicLookup().findVirtual(
+    jvm.java.lang.Class.forName("org.apache.spark.SparkEnv"), "shuffleManager",
+    jvm.java.lang.invoke.MethodType.methodType(jvm.java.lang.Class.forName("org.apache.spark.shuffle.ShuffleManager")))
+env_arg = sc._gateway.new_array(jvm.java.lang.Object, 1)
+env_arg[0] = sc._jsc.sc().env()
+res["manager"] = getter.invokeWithArguments(env_arg).getClass().getName()
 # peak process-tree RSS and direct/off-heap pools of each executor (with spark.executor.processTreeMetrics.enabled)
 res["executor_peaks"] = [{k: e.get("peakMemoryMetrics", {}).get(k, 0) for k in
                           ("ProcessTreeJVMRSSMemory", "JVMHeapMemory", "DirectPoolMemory", "JVMOffHeapMemory")}
@@ -514,6 +522,11 @@ def main():
     if not engines or any(n != 1 for n in engines.values()):
         raise SystemExit("e2e: expected one engine started per executor, found %s" % engines)
     print("e2e: one engine per executor JVM (%s), native library from the jar" % engines)
+    wrote = log_lines(a.work, out["mts"]["app"], "is written by libmtshuffle")
+    fell = log_lines(a.work, out["mts"]["app"], "uses Spark's sort shuffle")
+    if not wrote or fell:
+        raise SystemExit("e2e: not every shuffle was written by libmtshuffle: %s" % (fell[:2] or "none was"))
+    print("e2e: every shuffle written by libmtshuffle (%d shuffles, counted per executor)" % len(wrote))
     read = log_lines(a.work, out["mts"]["app"], "is read through the executor engine")
     if not read or log_lines(a.work, out["mts"]["app"], "is read by Spark's reader"):
         raise SystemExit("e2e: the reduce side did not read every shuffle through the engine: %s" % read)

@@ -130,6 +130,7 @@ public class MtsShuffleManager extends SortShuffleManager {
         if (conf.getBoolean("spark.io.encryption.enabled", false)) return "IO encryption is on";
         if (dep.partitioner().numPartitions() > (1 << 24)) return "more than 2^24 partitions";
         if (settings().codec < 0) return "codec " + settings().codecName + " is not lz4 or zstd";
+        if (SparkCompat.unsupported() != null) return SparkCompat.unsupported();
         return nativeRefusal();
     }
 
@@ -167,6 +168,7 @@ public class MtsShuffleManager extends SortShuffleManager {
         if (settings().codec != NativeShuffleWriter.CODEC_LZ4 && settings().codec != NativeShuffleWriter.CODEC_ZSTD)
             return "codec " + settings().codecName + " is not lz4 or zstd";
         if (dep.isShuffleMergeFinalizedMarked()) return "push-based shuffle's merged blocks";
+        if (SparkCompat.readerUnsupported() != null) return SparkCompat.readerUnsupported();
         return nativeRefusal();
     }
 

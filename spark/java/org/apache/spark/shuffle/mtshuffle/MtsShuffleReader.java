@@ -11,7 +11,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.LinkedBlockingQueue;
+import java.util.Queue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import java.util.zip.Checksum;
@@ -273,7 +273,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
      */
     private final class Blocks {
         private final ShuffleBlockFetcherIterator fetcher;
-        private final LinkedBlockingQueue<?> fetched; /* the fetcher's results: non-empty, next() won't wait */
+        private final Queue<?> fetched; /* the fetcher's results: non-empty, next() won't wait */
         private final Map<Long, Tuple2<BlockManagerId, Integer>> origin;
         private final Map<BlockId, Long> sizes;
         private final BlockManager bm;
@@ -297,7 +297,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
                 throws IOException {
             this.fetcher = fetcher;
             this.sizes = sizes;
-            this.fetched = fetcher.org$apache$spark$storage$ShuffleBlockFetcherIterator$$results;
+            this.fetched = SparkCompat.fetchResults(fetcher);
             this.origin = origin;
             this.bm = bm;
             this.reader = new NativeBlockReader(engine, settings.codec, settings.readerPieceSize);

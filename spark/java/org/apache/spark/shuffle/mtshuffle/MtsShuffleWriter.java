@@ -12,7 +12,6 @@ import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.scheduler.MapStatus;
-import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
@@ -101,11 +100,12 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
         writeNs += System.nanoTime() - t0;
         long[] handed = new long[1];
         NativeShuffleWriter w = nw;
+        Object[] rowChecksums = SparkCompat.rowChecksums(dep);
         TaggedRecords tagged = new TaggedRecords(taskBuffer(c.bufferSize), (buf, len) -> {
             long t1 = System.nanoTime();
             w.writeTagged(buf, len);
             handed[0] += System.nanoTime() - t1;
-        });
+        }, rowChecksums);
         try {
             if (dep.serializer().getClass().getName().equals(TaggedRecords.UNSAFE_ROW_SERIALIZER))
                 tagged.writeRows(records, partitioner);
@@ -133,7 +133,7 @@ final class MtsShuffleWriter<K, V> extends ShuffleWriter<K, V> {
         metrics.incBytesWritten(bytes);
         metrics.incRecordsWritten(count);
         metrics.incWriteTime(writeNs + System.nanoTime() - t2);
-        status = MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId);
+        status = SparkCompat.mapStatus(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId, rowChecksums);
     }
 
     /** Where a map task's write went: at info for a large task, else at debug. st: NativeShuffleWriter.stats(). */

@@ -39,12 +39,16 @@ final class TaggedRecords {
     private ByteBuffer buf;
     private long addr;
     private final Sink sink;
+    /* The dependency's row-based checksums, one per partition (Spark 4.1 and later, where asked
+     * for), or null: each record goes into its partition's as Spark's writers give it. */
+    private final Object[] rowChecksums;
     long records;
 
-    TaggedRecords(ByteBuffer direct, Sink sink) {
+    TaggedRecords(ByteBuffer direct, Sink sink, Object[] rowChecksums) {
         this.buf = direct;
         this.addr = NativeShuffleWriter.address(direct);
         this.sink = sink;
+        this.rowChecksums = rowChecksums;
     }
 
     /** Room for need more bytes: hands the full buffer over first; a record larger than the
@@ -64,10 +68,11 @@ final class TaggedRecords {
         while (it.hasNext()) {
             Product2<K, V> r = it.next();
             UnsafeRow row = (UnsafeRow) r._2();
-            int size = row.getSizeInBytes();
+            int size = row.getSizeInBytes(), p = partitioner.getPartition(r._1());
+            if (rowChecksums != null) SparkCompat.updateRowChecksum(rowChecksums[p], r._1(), row);
             room(NativeShuffleWriter.RECORD_HEADER + 4 + size);
             int pos = buf.position();
-            buf.putInt(partitioner.getPartition(r._1())).putInt(4 + size).putInt(size);
+            buf.putInt(p).putInt(4 + size).putInt(size);
             Platform.copyMemory(row.getBaseObject(), row.getBaseOffset(), null, addr + pos + 12, size);
             buf.position(pos + 12 + size);
             records++;
@@ -82,6 +87,7 @@ final class TaggedRecords {
         while (it.hasNext()) {
             Product2<K, V> r = it.next();
             int p = partitioner.getPartition(r._1());
+            if (rowChecksums != null) SparkCompat.updateRowChecksum(rowChecksums[p], r._1(), r._2());
             bytes.len = 0;
             ss.writeKey(r._1(), ANY);
             ss.writeValue(r._2(), ANY);

@@ -61,7 +61,7 @@ public final class RecordPathBench {
                 byte[] x = new byte[len];
                 b.duplicate().position(0).get(x, 0, len);
                 all.write(x);
-            });
+            }, null);
             if (path == 0) t.writeRows(CollectionConverters.asScala(recs.iterator()), byKey);
             else t.writeSerialized(CollectionConverters.asScala(recs.iterator()), byKey, ser);
             t.flush();
@@ -74,7 +74,7 @@ public final class RecordPathBench {
         long[][] ns = new long[2][reps];
         for (int rep = 0; rep < reps; rep++)
             for (int path = 0; path < 2; path++) {
-                TaggedRecords t = new TaggedRecords(direct, (b, len) -> { });
+                TaggedRecords t = new TaggedRecords(direct, (b, len) -> { }, null);
                 long t0 = System.nanoTime();
                 if (path == 0) t.writeRows(CollectionConverters.asScala(recs.iterator()), byKey);
                 else t.writeSerialized(CollectionConverters.asScala(recs.iterator()), byKey, ser);
