@@ -6,7 +6,8 @@
 #   ./dev.sh spark-jar  the Spark plugin's one jar (Maven), native library inside
 #   ./dev.sh spark  the Spark plugin on a real standalone cluster of two workers
 #                   (127.0.0.1 and 127.0.0.2, a shuffle service each): results
-#                   against Spark's own shuffle, an executor killed
+#                   against Spark's own shuffle, an executor killed; on Spark
+#                   4.0.1, then on the newest Spark 4 (requirements-latest.txt)
 #   ./dev.sh spark-bench  the seed's experiment, Spark's writers against mtshuffle
 #   ./dev.sh reliability  the whole suite under ASan+UBSan, the threaded tests
 #                   under TSan, valgrind memcheck on the round trips, and a
@@ -120,6 +121,17 @@ case "${1:-}" in
   spark)
     spark_cluster 2
     python3 spark/test/e2e.py --jar "$jar" --native "$BUILD/libmtshuffle_jni.so" --work "$work" --rows 2000000 --kill
+    # Again on the newest Spark 4 (spark/requirements-latest.txt): the jar is built against 4.0, and
+    # 4.1 changed internals it uses. Its pyspark goes to $BUILD/_deps, ahead on PYTHONPATH.
+    spark/test/cluster.sh stop "$work"
+    latest="$BUILD/_deps/pyspark-latest"
+    want=$(sed -n 's/^pyspark==//p' spark/requirements-latest.txt)
+    have=$(PYTHONPATH="$latest" python3 -c "import pyspark; print(pyspark.__version__)" 2>/dev/null || true)
+    [ "$have" = "$want" ] || { rm -rf "$latest"; python3 -m pip install -q --root-user-action=ignore --target "$latest" -r spark/requirements-latest.txt; }
+    echo "== e2e on pyspark $want"
+    PYTHONPATH="$latest" spark/test/cluster.sh start "$work" 2
+    PYTHONPATH="$latest" python3 spark/test/e2e.py --jar "$jar" --native "$BUILD/libmtshuffle_jni.so" --work "$work" \
+      --rows 2000000
     ;;
   spark-bench)  # one worker of 2 cores, as the seed's local[2]; ROWS, REPS, SIZES to change the run
     spark_cluster 1
