@@ -95,10 +95,8 @@ final class SparkCompat {
         if (RESULTS == null) throw new IllegalStateException("mtshuffle: " + NO_RESULTS);
         try {
             return (Queue<?>) RESULTS.invokeExact(fetcher);
-        } catch (RuntimeException | Error e) {
-            throw e;
         } catch (Throwable t) {
-            throw new IllegalStateException("mtshuffle: reading the fetcher's results failed", t);
+            throw unchecked("reading the fetcher's results", t);
         }
     }
 
@@ -109,10 +107,8 @@ final class SparkCompat {
         try {
             Object[] c = (Object[]) ROW_CHECKSUMS.invokeExact(dep);
             return c != null && c.length > 0 ? c : null;
-        } catch (RuntimeException | Error e) {
-            throw e;
         } catch (Throwable t) {
-            throw new IllegalStateException("mtshuffle: ShuffleDependency.rowBasedChecksums() failed", t);
+            throw unchecked("ShuffleDependency.rowBasedChecksums()", t);
         }
     }
 
@@ -120,10 +116,8 @@ final class SparkCompat {
     static void updateRowChecksum(Object checksum, Object key, Object value) {
         try {
             ROW_UPDATE.invokeExact(checksum, key, value);
-        } catch (RuntimeException | Error e) {
-            throw e;
         } catch (Throwable t) {
-            throw new IllegalStateException("mtshuffle: RowBasedChecksum.update failed", t);
+            throw unchecked("RowBasedChecksum.update", t);
         }
     }
 
@@ -134,10 +128,16 @@ final class SparkCompat {
         try {
             long sum = rowChecksums == null ? NO_CHECKSUM : (long) ROW_AGGREGATE.invokeExact(rowChecksums);
             return (MapStatus) MAP_STATUS.invokeExact(loc, lengths, mapId, sum);
-        } catch (RuntimeException | Error e) {
-            throw e;
         } catch (Throwable t) {
-            throw new IllegalStateException("mtshuffle: MapStatus.apply failed", t);
+            throw unchecked("MapStatus.apply", t);
         }
+    }
+
+    /** What a method handle threw, as the caller may throw it: unchecked as it was, else wrapped.
+     *  (The handles reach only methods that declare no checked exception.) */
+    private static RuntimeException unchecked(String call, Throwable t) {
+        if (t instanceof RuntimeException) return (RuntimeException) t;
+        if (t instanceof Error) throw (Error) t;
+        return new IllegalStateException("mtshuffle: " + call + " failed", t);
     }
 }
