@@ -71,6 +71,12 @@ def write_logs(base, app, shuffle):
     return (sum(waits), sum(spilled)) if waits else (nan, nan)
 
 
+def spark_version():
+    """The Spark that ran (the pyspark this Python imports: cluster.sh starts the cluster from it)."""
+    import pyspark
+    return pyspark.__version__
+
+
 def by_id(stages):
     return sorted(stages, key=lambda x: x["id"])
 
@@ -225,8 +231,8 @@ def main():
                       m["tiny_task_s"], m["skew_stage_s"], m["skew_read_stage_s"], m["skew_read_task_s"],
                       m["warm_query_s"], m["warm_map_task_s"], m["warm_reduce_stage_s"]),
                   flush=True)
-    out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "machine": machine(), "warmup": warmup,
-           "runs": runs, "summary": {}}
+    out = {"rows": a.rows, "reps": a.reps, "sizes": sizes, "writers": writers, "machine": machine(),
+           "spark": spark_version(), "warmup": warmup, "runs": runs, "summary": {}}
     for size in sizes:
         results = {json.dumps([m["result"], m["skew_result"]], sort_keys=True)
                    for w in writers for m in runs[size][w] if w != "floor"}
