@@ -11,8 +11,9 @@ copied, streamed), a byte flipped in a committed data file (found by the
 plugin's reader in a copied and in a mapped block, Spark's fetch-failure
 path), executors that cannot load the native library (Spark's writer and
 reader, same result), reducers stopped early by a limit or
-killed while reading (every engine gives everything back) and speculative
-attempts (README.md, "Spark plugin"). With --kill, an executor is killed
+killed while reading (every engine gives everything back), speculative
+attempts and an executor decommissioned after the map stage, its map outputs
+migrated (README.md, "Spark plugin"). With --kill, an executor is killed
 during the map stage and another while committing, and the results must
 still be identical. Prints each stage's task run time.
 spark_bench.py runs the benchmark on the same child program.
@@ -174,6 +175,32 @@ elif scenario == "floor":
              .collect()[0].asDict()
         times.append(time.time() - t0)
     res["floor_query"] = q
+elif scenario == "decommission":
+    # an executor decommissioned (SIGPWR, as Kubernetes and standalone workers send it) after the map
+    # stage, with no shuffle service to serve its files: its map outputs must migrate to the other
+    # executor, and the same query run again reads them there without running its map stage again
+    import signal
+    x = t.select(*cols).repartition(200, F.col("ss_sold_date_sk"), F.col("ss_sold_time_sk")) \
+         .select(*[F.count(c).alias(c) for c in cols])
+    first = x.collect()[0].asDict()
+    pids = executor_pids()
+    victim = min(pids, default=None)
+    if victim is not None:
+        os.kill(pids[victim], signal.SIGPWR)
+    gone = False
+    for _ in range(1200):  # up to 120 s for its blocks to migrate and the executor to exit
+        if victim is None or any(e["id"] == victim and not e["isActive"] for e in rest("allexecutors")):
+            gone = victim is not None
+            break
+        time.sleep(0.1)
+    second = x.collect()[0].asDict()
+    jobs = sorted(rest("jobs"), key=lambda j: j["jobId"])
+    res["decommission"] = {"first": first, "second": second, "victim": victim, "gone": gone,
+                           "last_job": {k: jobs[-1].get(k) for k in ("jobId", "status", "numSkippedStages",
+                                                                       "numCompletedStages", "numSkippedTasks",
+                                                                       "numCompletedTasks", "numFailedTasks")},
+                           "stage_attempts": [(st["stageId"], st["attemptId"], st["status"], st["numTasks"])
+                                              for st in rest("stages")]}
 elif scenario == "malformed":
     # a partitioner out of range, from the JVM side (spark/test/java/org/mtshuffle/test/BadJobs.java)
     live = lambda: sum(1 for e in rest("executors") if e["id"] != "driver")
@@ -402,6 +429,37 @@ def check_malformed(base):
           % line.strip()[:300])
 
 
+def check_decommission(base, want):
+    """An executor decommissioned after the map stage, without a shuffle service: the map outputs the
+    plugin wrote move to the other executor through Spark's block migration (IndexShuffleBlockResolver
+    reads the data, index and checksum files), and the query run again reads them there, its map stage
+    skipped, to the same result."""
+    r = run(dict(base, mode="mts", scenario="decommission", conf={
+        "spark.shuffle.service.enabled": "false", "spark.decommission.enabled": "true",
+        "spark.storage.decommission.enabled": "true", "spark.storage.decommission.shuffleBlocks.enabled": "true",
+        "spark.storage.decommission.rddBlocks.enabled": "false"}))
+    d = r["decommission"]
+    if d["first"] != want or d["second"] != want:
+        raise SystemExit("e2e: decommission: the seed query differs (before %s, after %s)" % (d["first"], d["second"]))
+    if not d["gone"]:
+        raise SystemExit("e2e: decommission: executor %s did not leave after SIGPWR: %s" % (d["victim"], d))
+    job = d["last_job"]
+    if job["status"] != "SUCCEEDED" or job["numSkippedStages"] < 1 or job["numFailedTasks"]:
+        raise SystemExit("e2e: decommission: the query after it ran its map stage again or failed tasks "
+                         "(map outputs not migrated?): %s; stages %s" % (job, d["stage_attempts"]))
+    # "Migrated migrate_shuffle_<shuffle>_<map> (size: ...) to BlockManagerId(...)": the seed query's
+    # exchange is the application's first shuffle
+    moved = log_lines(base["work"], r["app"], "Migrated migrate_shuffle_0_")
+    if not moved:
+        raise SystemExit("e2e: decommission: executor %s logged no migrated map output of the seed query's shuffle"
+                         % d["victim"])
+    if not log_lines(base["work"], r["app"], "is written by libmtshuffle"):
+        raise SystemExit("e2e: decommission: the shuffle was not written by libmtshuffle")
+    print("e2e: executor %s decommissioned after the map stage, no shuffle service: %d of the seed query's map "
+          "outputs, written by libmtshuffle, migrated to the other executor; the query again: map stage skipped, "
+          "result identical" % (d["victim"], len(moved)))
+
+
 def check_early_stop(base):
     """Reducers stopped by a limit, and a reduce stage cancelled while its tasks read, give everything
     back: no client left on any engine, nothing held but the engine's kept buffers, the peak within
@@ -486,7 +544,7 @@ def main():
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--kill", action="store_true")
     ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed", "early_stop", "block_access",
-                                       "no_native"),
+                                       "no_native", "decommission"),
                     help="run only that check")
     a = ap.parse_args()
     extracted_before = extracted_dirs()
@@ -494,9 +552,10 @@ def main():
     base = {"jar": os.path.abspath(a.jar), "native": os.path.abspath(a.native), "table": table, "reps": a.reps, "kill": False,
             "work": os.path.abspath(a.work)}
     if a.only:
-        if a.only in ("plugin", "block_access", "no_native"):
+        if a.only in ("plugin", "block_access", "no_native", "decommission"):
             want = run(dict(base, mode="spark", seed_only=True))["seed_query"]
-            {"plugin": check_plugin, "block_access": check_block_access, "no_native": check_no_native}[a.only](base, want)
+            {"plugin": check_plugin, "block_access": check_block_access, "no_native": check_no_native,
+             "decommission": check_decommission}[a.only](base, want)
         elif a.only == "corrupt":
             check_corruption(base)
             check_corruption(base, MAPPED_ALL, "mapped")
@@ -553,6 +612,7 @@ def main():
     check_corruption(base, MAPPED_ALL, "mapped")
     check_early_stop(base)
     check_speculation(base)
+    check_decommission(base, out["spark"]["seed_query"])
     left = extracted_dirs() - extracted_before
     if left:
         raise SystemExit("e2e: executors left the native library's extraction directories behind: %s" % sorted(left))
