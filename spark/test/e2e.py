@@ -12,8 +12,9 @@ plugin's reader in a copied and in a mapped block, Spark's fetch-failure
 path), executors that cannot load the native library (Spark's writer and
 reader, same result), reducers stopped early by a limit or
 killed while reading (every engine gives everything back), speculative
-attempts and an executor decommissioned after the map stage, its map outputs
-migrated (README.md, "Spark plugin"). With --kill, an executor is killed
+attempts, an executor decommissioned after the map stage, its map outputs
+migrated, and adaptive execution (coalesced and skewed reads) (README.md,
+"Spark plugin"). With --kill, an executor is killed
 during the map stage and another while committing, and the results must
 still be identical. Prints each stage's task run time.
 spark_bench.py runs the benchmark on the same child program.
@@ -218,8 +219,6 @@ for rep in range(cfg["reps"] if not scenario else 0):
           .select(*[F.count(c).alias(c) for c in cols]).collect()[0].asDict()
     times.append(time.time() - t0)
     res["seed_query"] = q1
-if cfg.get("probe_block_access"):
-    res["block_access"] = list(sc._jvm.org.mtshuffle.test.EngineProbe.blockAccess(sc._jsc.sc(), 40))
 if not cfg["kill"] and not cfg.get("seed_only") and not scenario:
     g = t.groupBy("ss_item_sk").agg(F.count("*").alias("n"), F.sum("ss_customer_sk").alias("s")).orderBy("ss_item_sk").collect()
     res["group_by"] = [list(r) for r in g]
@@ -227,6 +226,27 @@ if not cfg["kill"] and not cfg.get("seed_only") and not scenario:
     j = t.join(per_cust, "ss_customer_sk").groupBy("ss_hdemo_sk").agg(F.sum("visits").alias("v"), F.count("*").alias("n")) \
          .orderBy("ss_hdemo_sk").collect()
     res["join"] = [list(r) for r in j]
+if cfg.get("skew_join"):
+    # a sort-merge join of two plain exchanges, half of one side's rows on one key that the other side
+    # lacks: adaptive execution splits that partition by map outputs and reads the other side's whole
+    # partition for each split
+    a = t.select(F.when(F.col("ss_item_sk") % 10 < 5, F.lit(0)).otherwise(F.col("ss_customer_sk")).alias("k"),
+                 "ss_item_sk")
+    b = t.where("ss_item_sk % 10 = 7").select(F.col("ss_customer_sk").alias("k"), "ss_hdemo_sk")
+    sj = a.join(b, "k").agg(F.count("*").alias("n"), F.sum("ss_item_sk").alias("i"),
+                            F.sum("ss_hdemo_sk").alias("h")).collect()[0].asDict()
+    res["skew_join"] = sj
+if cfg.get("probe_block_access"):
+    res["block_access"] = list(sc._jvm.org.mtshuffle.test.EngineProbe.blockAccess(sc._jsc.sc(), 40))
+if cfg.get("sql_metrics"):
+    # adaptive execution's shuffle reads, summed over the application's queries (Spark's SQL REST API)
+    res["sql_metrics"] = {}
+    for ex in rest("sql?details=true&planDescription=false"):
+        for node in ex.get("nodes", []):
+            for m in node.get("metrics", []):
+                v = str(m.get("value", "")).replace(",", "")
+                if node.get("nodeName") == "AQEShuffleRead" and m["name"].startswith("number of ") and v.isdigit():
+                    res["sql_metrics"][m["name"]] = res["sql_metrics"].get(m["name"], 0) + int(v)
 # shuffle write time and bytes of every stage, from Spark's REST API
 def ms(ts):  # "2026-12-02T15:31:14.123GMT"
     import datetime
@@ -460,6 +480,36 @@ def check_decommission(base, want):
           "result identical" % (d["victim"], len(moved)))
 
 
+# Spark's adaptive execution, as Spark 4 runs by default (the other runs here turn it off, so that their
+# stages stay as the seed's): reduce partitions coalesced (read as batches of contiguous partitions),
+# and a skewed join partition split (a sub-range of the map outputs each)
+ADAPTIVE = {"spark.sql.adaptive.enabled": "true", "spark.sql.adaptive.advisoryPartitionSizeInBytes": "16k",
+            "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": "1k"}
+
+
+def check_adaptive(base):
+    """With adaptive execution the seed query, the group-by and two joins give Spark's results, and the
+    plugin's reader read coalesced partitions as batch blocks and skewed partitions split."""
+    want = run(dict(base, mode="spark", conf=ADAPTIVE, skew_join=True))
+    got = run(dict(base, mode="mts", conf=ADAPTIVE, skew_join=True, probe_block_access=True, sql_metrics=True,
+                   extra_jars=[test_jar(base["work"], base["jar"])]))
+    for q in ("seed_query", "group_by", "join", "skew_join"):
+        if got[q] != want[q]:
+            raise SystemExit("e2e: with adaptive execution %s differs between Spark's shuffle and mtshuffle" % q)
+    batches = sum(int(l.split()[4]) for l in got["block_access"])
+    m = got["sql_metrics"]
+    coalesced, skewed = m.get("number of coalesced partitions", 0), m.get("number of skewed partitions", 0)
+    if batches == 0 or coalesced == 0 or skewed == 0:
+        raise SystemExit("e2e: with adaptive execution the plugin's reader read %d batch blocks; %d partitions "
+                         "coalesced, %d skewed ones split (all must be above 0): %s" % (batches, coalesced, skewed, m))
+    if not log_lines(base["work"], got["app"], "is read through the executor engine") or \
+            log_lines(base["work"], got["app"], "is read by Spark's reader"):
+        raise SystemExit("e2e: with adaptive execution not every shuffle was read through the executor engine")
+    print("e2e: adaptive execution: seed query, group-by and joins identical with Spark's shuffle; the plugin's "
+          "reader took %d batch blocks of coalesced partitions (%d coalesced, %d skewed partitions split)"
+          % (batches, coalesced, skewed))
+
+
 def check_early_stop(base):
     """Reducers stopped by a limit, and a reduce stage cancelled while its tasks read, give everything
     back: no client left on any engine, nothing held but the engine's kept buffers, the peak within
@@ -544,7 +594,7 @@ def main():
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--kill", action="store_true")
     ap.add_argument("--only", choices=("corrupt", "speculate", "plugin", "malformed", "early_stop", "block_access",
-                                       "no_native", "decommission"),
+                                       "no_native", "decommission", "adaptive"),
                     help="run only that check")
     a = ap.parse_args()
     extracted_before = extracted_dirs()
@@ -561,7 +611,7 @@ def main():
             check_corruption(base, MAPPED_ALL, "mapped")
         else:
             {"corrupt": check_corruption, "speculate": check_speculation, "malformed": check_malformed,
-             "early_stop": check_early_stop}[a.only](base)
+             "early_stop": check_early_stop, "adaptive": check_adaptive}[a.only](base)
         return
     out = {}
     for rep in range(1):
@@ -613,6 +663,7 @@ def main():
     check_early_stop(base)
     check_speculation(base)
     check_decommission(base, out["spark"]["seed_query"])
+    check_adaptive(base)
     left = extracted_dirs() - extracted_before
     if left:
         raise SystemExit("e2e: executors left the native library's extraction directories behind: %s" % sorted(left))

@@ -37,16 +37,16 @@ public final class EngineProbe {
     }
 
     /**
-     * How each executor's reduce tasks took the blocks they read, "executor mapped copied streamed"
-     * (MtsShuffleManager.readerBlockAccess), one line per executor that ran a probe task.
+     * How each executor's reduce tasks took the blocks they read, "executor mapped copied streamed
+     * batches" (MtsShuffleManager.readerBlockAccess), one line per executor that ran a probe task.
      */
     public static List<String> blockAccess(SparkContext sc, int tasks) {
         List<Integer> xs = new ArrayList<>();
         for (int i = 0; i < tasks; i++) xs.add(i);
         return new JavaSparkContext(sc).parallelize(xs, tasks).map(i -> {
             ShuffleManager m = SparkEnv.get().shuffleManager();
-            long[] n = m instanceof MtsShuffleManager ? ((MtsShuffleManager) m).readerBlockAccess() : new long[3];
-            return SparkEnv.get().executorId() + " " + n[0] + " " + n[1] + " " + n[2];
+            long[] n = m instanceof MtsShuffleManager ? ((MtsShuffleManager) m).readerBlockAccess() : new long[4];
+            return SparkEnv.get().executorId() + " " + n[0] + " " + n[1] + " " + n[2] + " " + n[3];
         }).distinct().collect();
     }
 

@@ -56,7 +56,7 @@ public class MtsShuffleManager extends SortShuffleManager {
     private final ConcurrentHashMap<Integer, Boolean> reported = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Integer, Boolean> readReported = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<Integer, Set<Long>> ourMaps = new ConcurrentHashMap<>();
-    private final AtomicLongArray readerBlocks = new AtomicLongArray(3); /* readerBlockAccess() */
+    private final AtomicLongArray readerBlocks = new AtomicLongArray(4); /* readerBlockAccess() */
     private MtsConf settings;                    /* guarded by this */
     private NativeEngine engine;                 /* guarded by this: the executor's, from the first task */
     private ShuffleExecutorComponents components; /* guarded by this */
@@ -97,16 +97,19 @@ public class MtsShuffleManager extends SortShuffleManager {
 
     /**
      * How this executor's reduce tasks took the blocks they read (spark.mtshuffle.reader.blockAccess):
-     * mapped, copied from Spark's buffer, read through Spark's stream; counted when a read ends.
+     * mapped, copied from Spark's buffer, read through Spark's stream; and of them, how many held
+     * several contiguous partitions of one map output (Spark's batch fetch, as adaptive execution's
+     * coalesced reads ask for it); counted when a read ends.
      */
     public long[] readerBlockAccess() {
-        return new long[] {readerBlocks.get(0), readerBlocks.get(1), readerBlocks.get(2)};
+        return new long[] {readerBlocks.get(0), readerBlocks.get(1), readerBlocks.get(2), readerBlocks.get(3)};
     }
 
-    void countReaderBlocks(int mapped, int copied, int streamed) {
+    void countReaderBlocks(int mapped, int copied, int streamed, int batches) {
         readerBlocks.addAndGet(0, mapped);
         readerBlocks.addAndGet(1, copied);
         readerBlocks.addAndGet(2, streamed);
+        readerBlocks.addAndGet(3, batches);
     }
 
     /** Spark's shuffle I/O plugin on this executor, initialised as Spark's sort shuffle does. */

@@ -284,6 +284,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
         private long aheadBytes;
         private long fetchNs; /* this thread's time in the fetcher and copying stored bytes */
         private final int[] taken = new int[3]; /* blocks taken each way: MAPPED, COPIED, STREAMED */
+        private int batches;                    /* blocks of several contiguous partitions (batch fetch) */
         private int nextTag;
         private boolean fetcherDone, closed;
         /* The piece last taken from the reader (for the block whose tag it has), and its tag. */
@@ -359,6 +360,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
             }
             Fetched f = new Fetched(t._1(), buf, n, nextTag++, access);
             taken[access]++;
+            if (t._1() instanceof ShuffleBlockBatchId) batches++;
             try {
                 reader.add(buf, n, f.tag);
             } catch (IOException e) {
@@ -547,7 +549,7 @@ final class MtsShuffleReader<K, C> implements ShuffleReader<K, C> {
             closed = true;
             piece = null;
             logStats();
-            manager.countReaderBlocks(taken[MAPPED], taken[COPIED], taken[STREAMED]);
+            manager.countReaderBlocks(taken[MAPPED], taken[COPIED], taken[STREAMED], batches);
             reader.close(); /* every block buffer is released now */
             for (ByteBuffer b; (b = reader.takeReleased()) != null; ) StorageUtils.dispose(b);
             for (ByteBuffer b : pool) StorageUtils.dispose(b);
