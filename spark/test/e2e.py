@@ -236,12 +236,25 @@ if cfg.get("skew_join"):
     sj = a.join(b, "k").agg(F.count("*").alias("n"), F.sum("ss_item_sk").alias("i"),
                             F.sum("ss_hdemo_sk").alias("h")).collect()[0].asDict()
     res["skew_join"] = sj
+    # and one whose small side adaptive execution finds small enough to broadcast once its exchange has
+    # run: the big side's map outputs are then read where they lie, map by map (the local shuffle read)
+    spark_conf = s.conf
+    spark_conf.set("spark.sql.adaptive.autoBroadcastJoinThreshold", "10MB")
+    c = t.where("ss_item_sk % 100 = 7").select(F.col("ss_customer_sk").alias("k"), "ss_hdemo_sk")
+    res["local_read_join"] = a.join(c, "k").agg(F.count("*").alias("n"), F.sum("ss_item_sk").alias("i"),
+                                                F.sum("ss_hdemo_sk").alias("h")).collect()[0].asDict()
+    spark_conf.unset("spark.sql.adaptive.autoBroadcastJoinThreshold")
 if cfg.get("probe_block_access"):
     res["block_access"] = list(sc._jvm.org.mtshuffle.test.EngineProbe.blockAccess(sc._jsc.sc(), 40))
 if cfg.get("sql_metrics"):
     # adaptive execution's shuffle reads, summed over the application's queries (Spark's SQL REST API)
     res["sql_metrics"] = {}
-    for ex in rest("sql?details=true&planDescription=false"):
+    executions = rest("sql?details=true&planDescription=true")
+    # in the final plan's formatted description: "(7) AQEShuffleRead", its input, "Arguments: local"
+    import re
+    local = re.compile(r"\) AQEShuffleRead\n(?:[^(\n][^\n]*\n){0,4}?Arguments: local")
+    res["local_shuffle_reads"] = sum(len(local.findall(ex.get("planDescription", ""))) for ex in executions)
+    for ex in executions:
         for node in ex.get("nodes", []):
             for m in node.get("metrics", []):
                 v = str(m.get("value", "")).replace(",", "")
@@ -482,32 +495,36 @@ def check_decommission(base, want):
 
 # Spark's adaptive execution, as Spark 4 runs by default (the other runs here turn it off, so that their
 # stages stay as the seed's): reduce partitions coalesced (read as batches of contiguous partitions),
-# and a skewed join partition split (a sub-range of the map outputs each)
+# a skewed join partition split (a sub-range of the map outputs each), and a join broadcast at run
+# time (its big side's map outputs read map by map where they lie)
 ADAPTIVE = {"spark.sql.adaptive.enabled": "true", "spark.sql.adaptive.advisoryPartitionSizeInBytes": "16k",
             "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": "1k"}
 
 
 def check_adaptive(base):
-    """With adaptive execution the seed query, the group-by and two joins give Spark's results, and the
-    plugin's reader read coalesced partitions as batch blocks and skewed partitions split."""
+    """With adaptive execution the seed query, the group-by and three joins give Spark's results, and the
+    plugin's reader read coalesced partitions as batch blocks, a skewed partition split and a join's
+    map outputs map by map (the local shuffle read)."""
     want = run(dict(base, mode="spark", conf=ADAPTIVE, skew_join=True))
     got = run(dict(base, mode="mts", conf=ADAPTIVE, skew_join=True, probe_block_access=True, sql_metrics=True,
                    extra_jars=[test_jar(base["work"], base["jar"])]))
-    for q in ("seed_query", "group_by", "join", "skew_join"):
+    for q in ("seed_query", "group_by", "join", "skew_join", "local_read_join"):
         if got[q] != want[q]:
             raise SystemExit("e2e: with adaptive execution %s differs between Spark's shuffle and mtshuffle" % q)
     batches = sum(int(l.split()[4]) for l in got["block_access"])
     m = got["sql_metrics"]
     coalesced, skewed = m.get("number of coalesced partitions", 0), m.get("number of skewed partitions", 0)
-    if batches == 0 or coalesced == 0 or skewed == 0:
+    local = got["local_shuffle_reads"]
+    if batches == 0 or coalesced == 0 or skewed == 0 or local == 0:
         raise SystemExit("e2e: with adaptive execution the plugin's reader read %d batch blocks; %d partitions "
-                         "coalesced, %d skewed ones split (all must be above 0): %s" % (batches, coalesced, skewed, m))
+                         "coalesced, %d skewed ones split, %d local shuffle reads (all must be above 0): %s"
+                         % (batches, coalesced, skewed, local, m))
     if not log_lines(base["work"], got["app"], "is read through the executor engine") or \
             log_lines(base["work"], got["app"], "is read by Spark's reader"):
         raise SystemExit("e2e: with adaptive execution not every shuffle was read through the executor engine")
     print("e2e: adaptive execution: seed query, group-by and joins identical with Spark's shuffle; the plugin's "
-          "reader took %d batch blocks of coalesced partitions (%d coalesced, %d skewed partitions split)"
-          % (batches, coalesced, skewed))
+          "reader took %d batch blocks of coalesced partitions (%d coalesced, %d skewed partitions split, %d local "
+          "shuffle reads of a join broadcast at run time)" % (batches, coalesced, skewed, local))
 
 
 def check_early_stop(base):
