@@ -26,6 +26,20 @@ unsigned char *bench_tagged(const wl_batch *bt)
     return p;
 }
 
+void bench_trim_input(wl_batch *bt, int input, int keep_grouped)
+{
+    if (input == IN_TAGGED) { /* the tagged buffers hold the rows */
+        free(bt->unsorted);
+        free(bt->part);
+        bt->unsorted = NULL;
+        bt->part = NULL;
+    }
+    if ((input == IN_TAGGED || input == IN_UNSORTED) && !keep_grouped) {
+        free(bt->grouped);
+        bt->grouped = NULL;
+    }
+}
+
 static void batch_given_back(void *ctx)
 {
     __atomic_add_fetch((uint32_t *)ctx, 1, __ATOMIC_RELAXED);

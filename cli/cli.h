@@ -31,6 +31,14 @@ enum { IN_BATCH, IN_RECORDS, IN_UNSORTED, IN_TAGGED, IN_ASYNC };
 struct wl_batch;
 /* The batch's rows in generation order as tagged records (malloc'd). */
 unsigned char *bench_tagged(const struct wl_batch *bt);
+/* Frees the copies of the batch's rows that a writer given them in this
+ * input shape does not read (keep_grouped: something else still reads the
+ * rows grouped by partition), so that every shape holds about one copy of
+ * its input: on a virtual machine whose host takes back the guest's free
+ * memory, a process holding more makes the kernel hand the page cache
+ * pages the host must back first (BENCHMARKS.md, "The bench's own
+ * memory"). */
+void bench_trim_input(struct wl_batch *bt, int input, int keep_grouped);
 /* IN_TAGGED pauses produce_us before each buffer (the task making its
  * rows). IN_ASYNC counts the batches given back in *batches_done
  * (atomically: from engine threads), all of them once the writer has

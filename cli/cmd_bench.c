@@ -527,6 +527,8 @@ int cmd_bench(int argc, char **argv)
     }
     if (b.use[2] || b.use[3]) plan_items(&b);
     if (b.use[4] || b.use[5]) write_input_file(&b);
+    for (uint32_t t = 0; t < b.tasks; t++) /* compress and write read the grouped rows (plan_items) */
+        for (uint32_t k = 0; k < b.nbatches[t]; k++) bench_trim_input(&b.batch[t][k], b.input, b.use[2] || b.use[3]);
     char err[300];
     if ((b.use[8] || b.shared_engine) && mts_engine_create(b.o.threads, b.o.max_bytes_in_flight, &b.engine, err, sizeof err) < 0)
         die("engine", err);

@@ -295,6 +295,7 @@ int cmd_write(int argc, char **argv)
             }
             total_bytes += tasks[t].batch[b].bytes;
             total_rows += rows;
+            bench_trim_input(&tasks[t].batch[b], c.input, 0);
         }
         if (!c.keep_existing) remove_outputs(&c, t);
     }
