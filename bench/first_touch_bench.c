@@ -5,7 +5,7 @@
  * which costs far more than the kernel's own zeroing of the page. The page
  * cache pages a writer fills come from the same free memory, so a
  * benchmark's figures can depend on how much memory the process holds
- * besides (BENCHMARKS.md, "The bench's own memory").
+ * besides (BENCHMARKS.md, "What a first write to memory costs on this machine").
  *
  *   build/mts_first_touch_bench [--gib G] [--region-mib R]
  *

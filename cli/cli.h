@@ -35,9 +35,9 @@ unsigned char *bench_tagged(const struct wl_batch *bt);
  * input shape does not read (keep_grouped: something else still reads the
  * rows grouped by partition), so that every shape holds about one copy of
  * its input: on a virtual machine whose host takes back the guest's free
- * memory, a process holding more makes the kernel hand the page cache
- * pages the host must back first (BENCHMARKS.md, "The bench's own
- * memory"). */
+ * memory, a process holding more is given page cache pages that the
+ * host must back first more often (BENCHMARKS.md, "What a first write
+ * to memory costs on this machine"). */
 void bench_trim_input(struct wl_batch *bt, int input, int keep_grouped);
 /* IN_TAGGED pauses produce_us before each buffer (the task making its
  * rows). IN_ASYNC counts the batches given back in *batches_done
