@@ -244,6 +244,73 @@ int main(void)
         mkdir(dir, 0755);
     }
 
+    /* add_batch, streaming: the first batch streams into the data file,
+     * which becomes the run file when later input goes back in partition
+     * order, by batch (maps 0-2, with a budget above and below four times a
+     * batch; map 2 first streams two batches in order) or by record (map 3);
+     * its bytes are merged back at the end. Records in partition order after
+     * it stream on (map 4: nothing merged). Every map reads back as given. */
+    {
+        const size_t per = 300u << 10;
+        uint64_t four[5] = {0, per, 2 * per, 3 * per, 4 * per};
+        uint64_t low[5] = {0, per, 2 * per, 2 * per, 2 * per};   /* partitions 0 and 1 */
+        uint64_t high[5] = {0, 0, 0, per, 2 * per};              /* 2 and 3, from bytes + 2 per */
+        uint64_t three[5] = {0, per, 2 * per, 3 * per, 3 * per}; /* 0, 1 and 2 */
+        const uint32_t times[5][4] = {{2, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}, {1, 1, 1, 3}};
+        unsigned char *bytes = malloc(4 * per);
+        for (size_t i = 0; i < 4 * per; i++) bytes[i] = (unsigned char)(i / 5 + i % 11);
+        for (uint32_t map = 0; map < 5; map++) {
+            o = test_options(dir, 4);
+            o.max_bytes_in_flight = map == 1 ? 4u << 20 : 64u << 20; /* a batch above or below a quarter */
+            o.map_id = map;
+            w = test_writer(&o);
+            if (map == 2) {
+                CHECK_RC(mts_writer_add_batch(w, bytes, low));
+                CHECK_RC(mts_writer_add_batch(w, bytes + 2 * per, high));
+                CHECK_RC(mts_writer_add_batch(w, bytes, four));
+            } else if (map == 4) {
+                CHECK_RC(mts_writer_add_batch(w, bytes, three));
+                for (int k = 0; k < 3; k++) CHECK_RC(mts_writer_append(w, 3, bytes + 3 * per, per));
+            } else {
+                CHECK_RC(mts_writer_add_batch(w, bytes, four));
+                if (map == 3)
+                    for (uint32_t p = 0; p < 4; p++) CHECK_RC(mts_writer_append(w, p, bytes + p * per, per));
+                else
+                    CHECK_RC(mts_writer_add_batch(w, bytes, four));
+            }
+            CHECK_RC(mts_writer_commit(w, NULL, NULL, NULL));
+            mts_writer_stats ws;
+            CHECK_RC(mts_writer_get_stats(w, &ws));
+            CHECK(ws.bytes_spilled == 0);
+            CHECK(map == 4 ? ws.bytes_merged == 0 : ws.bytes_merged > 0);
+            mts_writer_free(w);
+        }
+        mts_reader_options ro;
+        mts_reader_options_init(&ro);
+        mts_reader *r;
+        CHECK_RC(mts_reader_open_dir(&ro, dir, 0, &r, err, sizeof err));
+        for (uint32_t p = 0; p < 4; p++) {
+            CHECK_RC(mts_reader_start(r, p, p + 1));
+            uint64_t got[5] = {0};
+            mts_read_piece pc;
+            int rc;
+            while ((rc = mts_reader_next(r, &pc)) == 1) {
+                CHECK(pc.map < 5);
+                const unsigned char *d = pc.data;
+                size_t wrong = 0; /* each partition's bytes times[map][p] over, in order */
+                for (size_t i = 0; i < pc.len; i++) wrong += d[i] != bytes[(size_t)((got[pc.map] + i) % per) + p * per];
+                CHECK(wrong == 0);
+                got[pc.map] += pc.len;
+            }
+            CHECK(rc == 0);
+            for (uint32_t m = 0; m < 5; m++) CHECK(got[m] == times[m][p] * per);
+        }
+        mts_reader_free(r);
+        free(bytes);
+        rm_rf(dir);
+        mkdir(dir, 0755);
+    }
+
     /* A zero-record task commits an all-empty output. */
     w = make(dir, 5, MTS_STRATEGY_STREAMING);
     uint64_t lens5[5] = {9, 9, 9, 9, 9};
