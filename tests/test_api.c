@@ -10,6 +10,35 @@ static mts_writer *make(const char *dir, uint32_t n, mts_strategy strat)
     return test_writer(&o);
 }
 
+/* Reads every map in dir back: partition p of map m must hold times[m][p]
+ * copies of bytes[p * per, (p + 1) * per), in order. */
+static void check_maps(const char *dir, const unsigned char *bytes, size_t per, uint32_t maps,
+                       const uint32_t (*times)[4])
+{
+    char err[256];
+    mts_reader_options ro;
+    mts_reader_options_init(&ro);
+    mts_reader *r;
+    CHECK_RC(mts_reader_open_dir(&ro, dir, 0, &r, err, sizeof err));
+    for (uint32_t p = 0; p < 4; p++) {
+        CHECK_RC(mts_reader_start(r, p, p + 1));
+        uint64_t got[8] = {0};
+        mts_read_piece pc;
+        int rc;
+        while ((rc = mts_reader_next(r, &pc)) == 1) {
+            CHECK(pc.map < maps && maps <= 8);
+            const unsigned char *d = pc.data;
+            size_t wrong = 0;
+            for (size_t i = 0; i < pc.len; i++) wrong += d[i] != bytes[(size_t)((got[pc.map] + i) % per) + p * per];
+            CHECK(wrong == 0);
+            got[pc.map] += pc.len;
+        }
+        CHECK(rc == 0);
+        for (uint32_t m = 0; m < maps; m++) CHECK(got[m] == times[m][p] * per);
+    }
+    mts_reader_free(r);
+}
+
 static void set_reader_codec_7(mts_reader_options *o) { o->codec = (mts_codec)7; }
 static void set_reader_threads_0(mts_reader_options *o) { o->threads = 0; }
 static void set_reader_verify_9(mts_reader_options *o) { o->verify_checksums = 9; }
@@ -219,26 +248,8 @@ int main(void)
             mts_writer_free(w);
         }
         CHECK(lens_held[3] > 0 && lens_streamed[3] > 0); /* not equal: jobs are cut to each budget */
-        mts_reader_options ro;
-        mts_reader_options_init(&ro);
-        mts_reader *r;
-        CHECK_RC(mts_reader_open_dir(&ro, dir, 0, &r, err, sizeof err));
-        for (uint32_t p = 0; p < 4; p++) {
-            CHECK_RC(mts_reader_start(r, p, p + 1));
-            uint64_t got[2] = {0, 0};
-            mts_read_piece pc;
-            int rc;
-            while ((rc = mts_reader_next(r, &pc)) == 1) {
-                CHECK(pc.map < 2);
-                const unsigned char *d = pc.data;
-                size_t wrong = 0; /* each partition's bytes twice, in order */
-                for (size_t i = 0; i < pc.len; i++) wrong += d[i] != bytes[(size_t)((got[pc.map] + i) % per) + p * per];
-                CHECK(wrong == 0);
-                got[pc.map] += pc.len;
-            }
-            CHECK(rc == 0 && got[0] == 2 * per && got[1] == 2 * per);
-        }
-        mts_reader_free(r);
+        const uint32_t twice[2][4] = {{2, 2, 2, 2}, {2, 2, 2, 2}};
+        check_maps(dir, bytes, per, 2, twice);
         free(bytes);
         rm_rf(dir);
         mkdir(dir, 0755);
@@ -285,27 +296,7 @@ int main(void)
             CHECK(map == 4 ? ws.bytes_merged == 0 : ws.bytes_merged > 0);
             mts_writer_free(w);
         }
-        mts_reader_options ro;
-        mts_reader_options_init(&ro);
-        mts_reader *r;
-        CHECK_RC(mts_reader_open_dir(&ro, dir, 0, &r, err, sizeof err));
-        for (uint32_t p = 0; p < 4; p++) {
-            CHECK_RC(mts_reader_start(r, p, p + 1));
-            uint64_t got[5] = {0};
-            mts_read_piece pc;
-            int rc;
-            while ((rc = mts_reader_next(r, &pc)) == 1) {
-                CHECK(pc.map < 5);
-                const unsigned char *d = pc.data;
-                size_t wrong = 0; /* each partition's bytes times[map][p] over, in order */
-                for (size_t i = 0; i < pc.len; i++) wrong += d[i] != bytes[(size_t)((got[pc.map] + i) % per) + p * per];
-                CHECK(wrong == 0);
-                got[pc.map] += pc.len;
-            }
-            CHECK(rc == 0);
-            for (uint32_t m = 0; m < 5; m++) CHECK(got[m] == times[m][p] * per);
-        }
-        mts_reader_free(r);
+        check_maps(dir, bytes, per, 5, times);
         free(bytes);
         rm_rf(dir);
         mkdir(dir, 0755);
