@@ -26,10 +26,10 @@ typedef struct codec_piece {
  * context defers (codec_vtable.defer), compress and compress_v note each
  * block's original bytes and where its check goes, and codec_defer_flush()
  * computes and stores the checks. Those bytes, in and out, must stay where
- * they are until the flush. A list of four (what xxh32_many hashes at once)
+ * they are until the flush. A list of eight (what xxh32_many hashes at once)
  * flushes itself, while the blocks are still in cache from their
  * compression; longer lists read them back from memory. */
-#define CODEC_DEFER_MAX 4u
+#define CODEC_DEFER_MAX 8u
 typedef struct codec_defer {
     unsigned n;
     const unsigned char *src[CODEC_DEFER_MAX];

@@ -10,9 +10,9 @@
 #include "internal.h"
 #include "xxh32.h"
 
-/* Blocks are checked four at a time (xxh32_many): after they are compressed,
+/* Blocks are checked eight at a time (xxh32_many): after they are compressed,
  * or decoded. */
-#define GROUP 4
+#define GROUP 8
 
 static unsigned lz4j_level(uint32_t block_size)
 {
@@ -114,7 +114,7 @@ static int lz4_compress_v(const codec_params *p, void *ctx, const codec_piece *v
     }
     if (cap < total + (blocks + 1) * LZ4J_HEADER_LEN) return MTS_E_OVERFLOW;
     /* Checks go to the context's list, or to one of this call's, flushed
-     * at its end: either way each four blocks are checked together after
+     * at its end: either way each eight blocks are checked together after
      * their compression, while they are in cache. */
     lz4_ctx *c = ctx;
     codec_defer local = {0};

@@ -7,13 +7,13 @@
 #include <stdint.h>
 
 /* XXH32 of blocks[k][0, lens[k]) with seed, into out[k], for k < n. Where
- * the CPU has AVX2, blocks of 16 bytes or more are hashed four at a time,
- * their sixteen lanes in two AVX2 registers, a lane taking the next block as
- * soon as its own ends (about three times the single-block rate on this
- * project's machine for equal blocks, BENCHMARKS.md). */
+ * the CPU has AVX2, blocks of 16 bytes or more are hashed eight at a time,
+ * their thirty-two lanes in four AVX2 registers, a lane taking the next block
+ * as soon as its own ends (four times the single-block rate in cache for
+ * equal blocks on an Intel Xeon of family 6, model 207; BENCHMARKS.md). */
 void xxh32_many(const unsigned char *const *blocks, const size_t *lens, unsigned n, uint32_t seed, uint32_t *out);
 
-/* 1 if xxh32_many hashes four blocks at once. */
+/* 1 if xxh32_many hashes several blocks at once. */
 int xxh32_simd(void);
 
 /* Tests: 0 makes xxh32_many hash one block at a time (the path of CPUs
