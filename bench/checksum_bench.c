@@ -27,11 +27,11 @@ static uint32_t block_checks(const unsigned char *buf, size_t n)
 {
     uint32_t x = 0;
     for (size_t o = 0; o < n;) {
-        const unsigned char *b[8];
-        size_t len[8];
-        uint32_t out[8];
+        const unsigned char *b[XXH32_MANY];
+        size_t len[XXH32_MANY];
+        uint32_t out[XXH32_MANY];
         unsigned k = 0;
-        for (; k < 8 && o < n; k++) {
+        for (; k < XXH32_MANY && o < n; k++) {
             b[k] = buf + o;
             len[k] = n - o < LZ4_BLOCK ? n - o : LZ4_BLOCK;
             o += len[k];

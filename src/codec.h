@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "mtshuffle.h"
+#include "xxh32.h"
 
 typedef struct codec_params {
     mts_codec id;
@@ -29,7 +30,7 @@ typedef struct codec_piece {
  * they are until the flush. A list of eight (what xxh32_many hashes at once)
  * flushes itself, while the blocks are still in cache from their
  * compression; longer lists read them back from memory. */
-#define CODEC_DEFER_MAX 8u
+#define CODEC_DEFER_MAX XXH32_MANY
 typedef struct codec_defer {
     unsigned n;
     const unsigned char *src[CODEC_DEFER_MAX];

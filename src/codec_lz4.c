@@ -12,7 +12,7 @@
 
 /* Blocks are checked eight at a time (xxh32_many): after they are compressed,
  * or decoded. */
-#define GROUP 8
+#define GROUP XXH32_MANY
 
 static unsigned lz4j_level(uint32_t block_size)
 {

@@ -9,9 +9,9 @@
  * the multiplies' latency bounded the rate (in cache on an Intel Xeon of
  * family 6, model 207: 17.7 GB/s with two, 31.6 GB/s with four;
  * BENCHMARKS.md). What follows the stripes (the fold of the accumulators,
- * the tail under 16 bytes, the avalanche) is per block and scalar. Constants and steps are those of the
- * XXH32 specification; results are checked against the xxhash library's
- * XXH32 in test_codec. */
+ * the tail under 16 bytes, the avalanche) is per block and scalar.
+ * Constants and steps are those of the XXH32 specification; results are
+ * checked against the xxhash library's XXH32 in test_codec. */
 #include "xxh32.h"
 
 #include <string.h>
@@ -73,7 +73,8 @@ static uint32_t finish(uint32_t acc[4], const unsigned char *p, size_t len, size
 }
 
 #define AVX2 __attribute__((target("avx2")))
-#define LANES 8 /* stripes_x8's */
+#define LANES XXH32_MANY
+_Static_assert(LANES == 8, "stripes_x8 carries eight lanes");
 
 AVX2 static inline __m256i lanes_of_two(const unsigned char *a, const unsigned char *b)
 {

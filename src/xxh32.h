@@ -13,6 +13,10 @@
  * equal blocks on an Intel Xeon of family 6, model 207; BENCHMARKS.md). */
 void xxh32_many(const unsigned char *const *blocks, const size_t *lens, unsigned n, uint32_t seed, uint32_t *out);
 
+/* How many blocks xxh32_many hashes at once: lists of checks and groups of
+ * decoded blocks are this long. */
+#define XXH32_MANY 8u
+
 /* 1 if xxh32_many hashes several blocks at once. */
 int xxh32_simd(void);
 
