@@ -20,6 +20,9 @@
 static char *dir;
 static unsigned char *data;
 static uint64_t offs[NPART + 1];
+static uint64_t commit_us; /* how long write_task's last commit took */
+
+static uint64_t now_us(void);
 
 /* The same task every time: 4 batches of the same grouped data, tag byte
  * varied so two attempts can be told apart. */
@@ -39,7 +42,9 @@ static int write_task(int strategy, unsigned char tag, int notify_fd, int *adopt
     for (int b = 0; b < 4 && rc == 0; b++) rc = mts_writer_add_batch(w, data, offs);
     if (notify_fd >= 0 && write(notify_fd, "c", 1) != 1) rc = -EIO;
     mts_commit_result res = {0};
+    uint64_t t0 = now_us();
     if (rc == 0) rc = mts_writer_commit(w, NULL, NULL, &res);
+    commit_us = now_us() - t0;
     if (notify_fd >= 0 && rc == 0 && write(notify_fd, "d", 1) != 1) rc = -EIO;
     *adopted = res.adopted;
     mts_writer_free(w);
@@ -106,6 +111,9 @@ int main(void)
     uint64_t t0 = now_us();
     CHECK_RC(write_task(0, 'A', -1, &adopted));
     uint64_t span = now_us() - t0 + 1000;
+    /* Kills meant for the commit land within twice its length: a fixed
+     * window several times longer put most of them after it. */
+    uint64_t commit_span = 2 * commit_us + 200;
     rm_rf(dir);
     mkdir(dir, 0755);
 
@@ -132,7 +140,7 @@ int main(void)
             usleep((useconds_t)rng_below(&s, span)); /* anywhere in the run */
         } else {
             /* wait for commit to begin, then kill within it */
-            if (read(fds[0], &ph, 1) == 1) usleep((useconds_t)rng_below(&s, 3000));
+            if (read(fds[0], &ph, 1) == 1) usleep((useconds_t)rng_below(&s, commit_span));
         }
         kill(pid, SIGKILL);
         int st;
