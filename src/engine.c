@@ -167,26 +167,41 @@ static void wake_one(mts_engine *e)
 }
 
 /* With mu held: wakes a worker for a job just queued. Not where the job
- * must wait for a CPU, nor where enough are woken already to fill the CPUs:
- * the workers computing go on from job to job (a pool with more workers
- * than CPUs would otherwise wake them all at every burst of jobs), and the
- * wake-up is owed, given by a caller that helped once it is done. */
-static void wake_worker(mts_engine *e)
+ * must wait for a CPU, nor where enough are woken already to fill the CPUs
+ * (less `reserve`, those the caller will use itself): the workers computing
+ * go on from job to job (a pool with more workers than CPUs would otherwise
+ * wake them all at every burst of jobs), and the wake-up is owed, given by a
+ * caller that helped once it is done. */
+static void wake_worker(mts_engine *e, unsigned reserve)
 {
     const eng_job *j = e->run_head;
-    if (!j || (j->client->ops->cpu_bound && e->computing + e->waking >= e->cpus)) owe(e); /* no CPU for it */
+    if (!j || (j->client->ops->cpu_bound && e->computing + e->waking + reserve >= e->cpus))
+        owe(e); /* no CPU for it */
     else wake_one(e);
 }
 
-/* With mu held: a job of c's left run(). A worker goes on to the next job
- * itself (a hand-off to a waiting worker at every job cost more switches
- * than the drain it would overlap); a caller that helped wakes a worker for
- * a job that waited for its CPU. */
+/* With mu held: a job of c's left run(), on a worker (helper 0), on a
+ * caller that helped once (1), or on one that goes on helping (2). A worker
+ * goes on to the next job itself (a hand-off to a waiting worker at every
+ * job cost more switches than the drain it would overlap); a caller that
+ * helped once wakes a worker for a job that waited for its CPU; one that
+ * goes on does so when it stops (eng_wait_idle). */
 static void computed(mts_engine *e, const eng_client *c, int helper)
 {
     if (!c->ops->cpu_bound) return;
     e->computing--;
-    if (helper && e->owed && e->idle && may_run(e, e->run_head)) {
+    if (helper == 1 && e->owed && e->idle && may_run(e, e->run_head)) {
+        e->owed--;
+        wake_one(e);
+    }
+}
+
+/* With mu held: a caller that went on helping (computed()'s helper 2)
+ * stops: the wake-ups owed meanwhile go out, as many as there are CPUs
+ * free and jobs that may run on them. */
+static void pay_owed(mts_engine *e)
+{
+    while (e->owed && e->idle && may_run(e, e->run_head) && e->computing + e->waking < e->cpus) {
         e->owed--;
         wake_one(e);
     }
@@ -380,6 +395,8 @@ void eng_client_destroy(eng_client *c)
 
 /* ---- jobs ------------------------------------------------------------------- */
 
+/* wake: 0 none, 1 a worker where a CPU is free, 2 one where a CPU is free
+ * besides the caller's. */
 static void submit(eng_client *c, eng_job *j, int wake, int urgent)
 {
     mts_engine *e = c->e;
@@ -394,13 +411,14 @@ static void submit(eng_client *c, eng_job *j, int wake, int urgent)
     c->order_tail = j;
     c->pending++;
     e->pending++;
-    if (wake) wake_worker(e);
+    if (wake) wake_worker(e, wake == 2 && e->cpus > 1);
     pthread_mutex_unlock(&e->mu);
 }
 
 void eng_submit(eng_client *c, eng_job *j) { submit(c, j, 1, 0); }
 void eng_submit_quiet(eng_client *c, eng_job *j) { submit(c, j, 0, 0); }
 void eng_submit_urgent(eng_client *c, eng_job *j) { submit(c, j, 1, 1); }
+void eng_submit_helped(eng_client *c, eng_job *j) { submit(c, j, 2, 0); }
 
 /* With mu held: takes `want` (or, if NULL, c's first job) if no worker has
  * taken it yet. */
@@ -427,8 +445,8 @@ static eng_worker *get_helper(mts_engine *e)
 
 /* With mu held: runs c's queued job j on the calling thread (mu is released
  * meanwhile), then drains what is ready; 0 if there is no helper context
- * (j is queued again). */
-static int run_here(mts_engine *e, eng_client *c, eng_job *j)
+ * (j is queued again). helper: computed()'s. */
+static int run_here(mts_engine *e, eng_client *c, eng_job *j, int helper)
 {
     eng_worker *h = get_helper(e);
     if (!h) {
@@ -439,7 +457,7 @@ static int run_here(mts_engine *e, eng_client *c, eng_job *j)
     pthread_mutex_unlock(&e->mu);
     c->ops->run(c->ctx, j, h); /* the caller's time: not in the workers' busy stats */
     pthread_mutex_lock(&e->mu);
-    computed(e, c, 1);
+    computed(e, c, helper);
     h->next = e->helpers;
     e->helpers = h;
     j->done = 1;
@@ -459,8 +477,11 @@ void eng_wait_idle(eng_client *c)
          * as may, it would be one thread more than the CPUs, so it waits. */
         int idle = !e->started || (e->busy < e->started && cpu_free(e, c));
         eng_job *j = idle ? take_own(e, c, NULL) : NULL;
-        if (!j || !run_here(e, c, j)) pthread_cond_wait(&c->cv, &e->mu);
+        if (j && run_here(e, c, j, 2)) continue;
+        pay_owed(e); /* it stops helping, for now */
+        pthread_cond_wait(&c->cv, &e->mu);
     }
+    pay_owed(e); /* and for good: other clients' jobs may wait for them */
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -469,7 +490,7 @@ int eng_run_queued(eng_client *c, const eng_job *job)
     mts_engine *e = c->e;
     pthread_mutex_lock(&e->mu);
     eng_job *j = take_own(e, c, job);
-    int ran = j && run_here(e, c, j);
+    int ran = j && run_here(e, c, j, 1);
     pthread_mutex_unlock(&e->mu);
     return ran;
 }

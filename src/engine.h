@@ -114,6 +114,13 @@ void eng_submit_quiet(eng_client *c, eng_job *job);
  * reader's next piece, which must not wait behind a writer's queue of
  * compression jobs. Use it only for small jobs few at a time. */
 void eng_submit_urgent(eng_client *c, eng_job *job);
+/* For a job its caller waits for in eng_wait_idle, running what is left of
+ * its jobs itself: a worker is woken only where a CPU is free besides the
+ * caller's. Waking one for every CPU, a caller about to wait had both
+ * workers of two CPUs queued on the one CPU that was free, and once it
+ * slept its own CPU idled until the scheduler balanced, up to a tick
+ * (BENCHMARKS.md). */
+void eng_submit_helped(eng_client *c, eng_job *job);
 /* If no worker has taken `job` (one of c's, not drained) yet, runs it on the
  * calling thread and drains c's jobs that are ready: 1 if it did, else 0.
  * For a caller that would otherwise block until that job is done. */
@@ -122,7 +129,10 @@ int eng_run_queued(eng_client *c, const eng_job *job);
  * client reports nothing reclaimable, what it held is then given back. */
 void eng_wait_reclaims(eng_client *c);
 /* Blocks until every job this client submitted has been drained; meanwhile
- * the calling thread runs those of its jobs no worker has taken yet. */
+ * the calling thread runs those of its jobs no worker has taken yet, where
+ * a CPU is free for it. Workers whose wake-up it held back (its jobs
+ * submitted with eng_submit_helped, or queued while it computed) are woken
+ * once it stops running jobs, as far as CPUs are free. */
 void eng_wait_idle(eng_client *c);
 
 /* Blocks until n bytes fit. MTS_E_OVERFLOW if n exceeds the cap,

@@ -33,10 +33,15 @@ static int acquire(mts_writer *w, uint64_t n)
 
 /* ---- cutting input into jobs --------------------------------------------------- */
 
+/* How a job is queued: waking a worker where a CPU is free; quietly (the
+ * caller runs it itself); or waking one only where a CPU is free besides
+ * the caller's, which waits for it helping (eng_submit_helped). */
+enum { SUBMIT_WAKE, SUBMIT_QUIET, SUBMIT_HELPED };
+
 /* Makes plan[0..nsegs) of in into a job bound for dest and submits it; its
  * charge is paid already. */
 static int submit_job(mts_writer *w, inbuf *in, destination *dest, const seg *plan, uint32_t nsegs, uint64_t charge,
-                      int quiet)
+                      int how)
 {
     job *j = mts_malloc(sizeof(job) + nsegs * sizeof(seg));
     if (!j) {
@@ -55,7 +60,8 @@ static int submit_job(mts_writer *w, inbuf *in, destination *dest, const seg *pl
     pthread_mutex_lock(&w->mu);
     in->refs++;
     pthread_mutex_unlock(&w->mu);
-    if (quiet) eng_submit_quiet(&w->client, &j->base);
+    if (how == SUBMIT_QUIET) eng_submit_quiet(&w->client, &j->base);
+    else if (how == SUBMIT_HELPED) eng_submit_helped(&w->client, &j->base);
     else eng_submit(&w->client, &j->base);
     return 0;
 }
@@ -68,7 +74,7 @@ static int submit_job(mts_writer *w, inbuf *in, destination *dest, const seg *pl
  * and the last ones, which run while the other workers have nothing left,
  * end sooner. */
 static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_last, const uint64_t *offs,
-                        destination *dest, uint64_t *prepaid, int quiet, int taper)
+                        destination *dest, uint64_t *prepaid, int how, int taper)
 {
     uint32_t k = 0, count = p_last - p_first + 1;
     uint64_t pos = offs[0]; /* next byte of in to hand to a job */
@@ -108,7 +114,7 @@ static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_l
                 return rc;
             }
         }
-        FORWARD_IF_ERROR(submit_job(w, in, dest, plan, nsegs, charge, quiet));
+        FORWARD_IF_ERROR(submit_job(w, in, dest, plan, nsegs, charge, how));
     }
 }
 
@@ -135,11 +141,12 @@ static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, ui
         return MTS_E_NOMEM;
     }
     *in = (inbuf){NULL, data, 0, NULL, 0, 1, done, ctx};
-    int waits_held = !done && dest == &w->runs.d; /* the caller waits at every batch it holds */
     /* A caller that waits has the batch's last jobs tapered, wherever they
      * go: untapered, the last one ran alone while the other CPUs idled, at
-     * the end of every batch (BENCHMARKS.md). */
-    int rc = submit_range(w, in, p_first, p_last, offs, dest, NULL, 0, !done);
+     * the end of every batch (BENCHMARKS.md). It also counts as a CPU: it
+     * runs what is left of its jobs (below), so they wake workers only for
+     * the others. */
+    int rc = submit_range(w, in, p_first, p_last, offs, dest, NULL, done ? SUBMIT_WAKE : SUBMIT_HELPED, !done);
     if (done && rc == 0) {
         inbuf_unref(w, in); /* done runs here if the jobs are through already */
         return 0;
@@ -150,11 +157,10 @@ static int submit_borrowed(mts_writer *w, const void *data, uint32_t p_first, ui
         pthread_mutex_unlock(&w->mu);
     }
     inbuf_unref(w, in);
-    /* Waiting for a batch bound for the run store, the caller runs its queued
-     * jobs where a worker is idle rather than sleep: it waits at every batch,
-     * and a worker woken onto the caller's CPU while the other CPU idles
-     * waited there up to a scheduler tick each time (BENCHMARKS.md). */
-    if (waits_held) eng_wait_idle(&w->client);
+    /* Waiting, the caller runs its queued jobs where a worker is idle rather
+     * than sleep: a worker woken onto the caller's CPU while the other CPU
+     * idles waited there up to a scheduler tick (BENCHMARKS.md). */
+    if (!done) eng_wait_idle(&w->client);
     inbuf_wait_borrowed(w, in);
     if (in != &local) mts_free(in);
     return rc;
@@ -171,7 +177,7 @@ static int stage_flush(mts_writer *w, int last)
     w->stage = NULL;
     uint64_t offs[2] = {0, w->stage_used};
     int rc = submit_range(w, in, (uint32_t)w->cur_part, (uint32_t)w->cur_part, offs, &w->out.d, &w->stage_prepaid,
-                          last, 0);
+                          last ? SUBMIT_QUIET : SUBMIT_WAKE, 0);
     eng_release(&w->client, w->stage_prepaid);
     w->stage_prepaid = 0;
     inbuf_unref(w, in); /* the producer's reference */
@@ -314,7 +320,7 @@ static int submit_planned(mts_writer *w, inbuf *in, destination *dest, uint32_t 
         return MTS_E_OVERFLOW;
     }
     *prepaid -= charge;
-    return submit_job(w, in, dest, w->plan, nsegs, charge, 0);
+    return submit_job(w, in, dest, w->plan, nsegs, charge, SUBMIT_WAKE);
 }
 
 /* Cuts the arena's chains into jobs, in partition order: a job takes
