@@ -196,9 +196,10 @@ static void computed(mts_engine *e, const eng_client *c, int helper)
     }
 }
 
-/* With mu held: a caller that went on helping (computed()'s helper 2)
- * stops: the wake-ups owed meanwhile go out, as many as there are CPUs
- * free and jobs that may run on them. */
+/* With mu held: a caller that held back wake-ups, meaning to run its jobs
+ * itself (eng_submit_helped, computed()'s helper 2), stops helping or is
+ * about to block (for budget): the wake-ups owed go out, as many as there
+ * are CPUs free and jobs that may run on them. */
 static void pay_owed(mts_engine *e)
 {
     while (e->owed && e->idle && may_run(e, e->run_head) && e->computing + e->waking < e->cpus) {
@@ -662,6 +663,9 @@ static int acquire(eng_client *c, uint64_t n, size_t want, void **buf)
             rc = MTS_E_ABORTED;
             break;
         }
+        /* A caller that will wait may have held back wake-ups for the jobs
+         * it queued (eng_submit_helped), meaning to run them itself. */
+        pay_owed(e);
         if (e->wait_head != &me) {
             pthread_cond_wait(&me.cv, &e->mu);
             continue;
