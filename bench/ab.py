@@ -8,12 +8,20 @@ odd ones (on a disk, a run pays for the deletes of the one before it), so
 machine drift and order hit both alike. Prints, per configuration and contender, the median seconds of each
 build and the median of the pairwise ratios B/A with their range.
 
+Each build must run its own library: `mtshuffle` loads libmtshuffle.so through
+its build directory's RUNPATH, so a copied binary runs whatever library that
+directory holds now, and an A/B of a copy against its source is an A/A test.
+The script refuses builds whose libraries are the same file or the same bytes
+(--same-library allows it, for an A/A run) and records each library's path and
+SHA-256 in the JSON.
+
     bench/ab.py --a OLD/mtshuffle --b NEW/mtshuffle --reps 7 \\
         --config "single batch=--tasks 16 --task-mib 32" \\
         --config "batches 4.8=--tasks 16 --task-mib 32 --batches 4.8" \\
         --contenders streaming,baseline --dir /dev/shm/mtsab [--within read/decode] [--json out.json]
 """
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -33,6 +41,23 @@ def run(binary, args, contenders, directory):
     return {k: v["seconds"][1] for k, v in json.loads(out)["samples"].items()}
 
 
+def library(binary):
+    """The libmtshuffle a build's mtshuffle loads (as ldd resolves it), or the
+    binary itself where it links none, with the file's SHA-256."""
+    out = subprocess.run(["ldd", binary], check=True, capture_output=True, text=True).stdout
+    path = binary
+    for line in out.splitlines():
+        name, _, rest = line.strip().partition(" => ")
+        if name.startswith("libmtshuffle.so"):
+            path = rest.split(" (")[0].strip()
+            if not os.path.exists(path):
+                sys.exit(f"ab.py: {binary} does not find its library ({line.strip()})")
+            break
+    path = os.path.realpath(path)
+    with open(path, "rb") as f:
+        return path, hashlib.sha256(f.read()).hexdigest()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", required=True, help="build A's mtshuffle")
@@ -44,7 +69,16 @@ def main():
     ap.add_argument("--within", metavar="X/Y", help="also each build's ratio of contender X to Y, run by run "
                     "(both from the same process and repetition), e.g. read/decode")
     ap.add_argument("--json", help="write every sample here")
+    ap.add_argument("--same-library", action="store_true",
+                    help="allow builds that run the same library (an A/A run)")
     o = ap.parse_args()
+    libs = {"a": library(o.a), "b": library(o.b)}
+    for side in ("a", "b"):
+        print(f"{side.upper()}: {libs[side][0]} (sha256 {libs[side][1][:12]})", file=sys.stderr)
+    if not o.same_library and (libs["a"][0] == libs["b"][0] or libs["a"][1] == libs["b"][1]):
+        sys.exit("ab.py: A and B run the same library (a copied mtshuffle loads its build directory's "
+                 "libmtshuffle.so): build each variant in a build directory of its own, or pass "
+                 "--same-library for an A/A run")
     results = {}
     for spec in o.config:
         name, _, args = spec.partition("=")
@@ -70,6 +104,7 @@ def main():
     if o.json:
         with open(o.json, "w") as f:
             json.dump({"a": o.a, "b": o.b, "reps": o.reps, "contenders": o.contenders, "machine": machine(),
+                       "libraries": {k: {"path": v[0], "sha256": v[1]} for k, v in libs.items()},
                        "results": results}, f, indent=1)
 
 
