@@ -170,8 +170,8 @@ static void wake_one(mts_engine *e)
  * must wait for a CPU, nor where enough are woken already to fill the CPUs
  * (less `reserve`, those the caller will use itself): the workers computing
  * go on from job to job (a pool with more workers than CPUs would otherwise
- * wake them all at every burst of jobs), and the wake-up is owed, given by a
- * caller that helped once it is done. */
+ * wake them all at every burst of jobs), and the wake-up is owed: given out
+ * by a caller that helped, once it is done (computed, pay_owed). */
 static void wake_worker(mts_engine *e, unsigned reserve)
 {
     const eng_job *j = e->run_head;
