@@ -2,7 +2,8 @@
  * each client's drain order is its submission order; urgent jobs run before
  * queued ordinary ones, and a caller may run its own queued job; the budget is hard,
  * first come first served, wakes waiters on abort, and reclaims from the
- * largest holder when nothing is in flight. */
+ * largest holder when nothing is in flight; the wake-ups a caller holds back
+ * for jobs it means to run itself go out when it blocks or stops helping. */
 #include <pthread.h>
 #include <sched.h>
 
@@ -856,6 +857,106 @@ static void test_reader_reclaim(void)
     }
 }
 
+/* ---- wake-ups held back for a caller that runs its own jobs ---------------- */
+
+typedef struct gjob {
+    eng_job base;
+    int *gate;   /* run() waits until *gate is set (NULL: it does not) */
+    int started, ran;
+} gjob;
+
+static void grun(void *ctx, eng_job *j, eng_worker *w)
+{
+    (void)ctx, (void)w;
+    gjob *g = (gjob *)j;
+    __atomic_store_n(&g->started, 1, __ATOMIC_RELEASE);
+    while (g->gate && !__atomic_load_n(g->gate, __ATOMIC_ACQUIRE)) usleep(100);
+    __atomic_store_n(&g->ran, 1, __ATOMIC_RELEASE);
+}
+
+static void gdrain(void *ctx, eng_job *j) { (void)ctx, (void)j; }
+
+static const eng_client_ops gops = {grun, gdrain, NULL, 1};
+
+/* Waits (up to 10 s) until *flag is set. */
+static int await_flag(const int *flag)
+{
+    for (int i = 0; i < 10000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) usleep(1000);
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+}
+
+typedef struct helper_arg {
+    eng_client *c;
+    uint64_t acquire; /* 0: eng_wait_idle instead */
+    int rc, done;
+} helper_arg;
+
+static void *helper_main(void *arg)
+{
+    helper_arg *h = arg;
+    if (h->acquire) h->rc = eng_acquire(h->c, h->acquire);
+    else eng_wait_idle(h->c);
+    __atomic_store_n(&h->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* On two CPUs, with one worker computing a job that does not end until
+ * released, a job submitted with eng_submit_helped wakes no worker (its
+ * caller means to run it). If that caller then blocks for budget instead,
+ * or stops helping while another client's job waits, the wake-up held back
+ * must go out: the job must not wait for the long one to end. */
+static void test_helped_wakeups(void)
+{
+    mts_engine *e = engine_on(2, "2");
+    eng_client long_c, a, other;
+    CHECK_RC(eng_client_init(&long_c, e, &gops, NULL));
+    CHECK_RC(eng_client_init(&a, e, &gops, NULL));
+    CHECK_RC(eng_client_init(&other, e, &gops, NULL));
+    int gate = 0, gate_a = 0;
+    gjob lj = {.gate = &gate};
+    eng_submit(&long_c, &lj.base);
+    CHECK(await_flag(&lj.started)); /* one CPU computing from now on */
+
+    /* The caller blocks for budget: its helped job runs on the idle worker. */
+    uint64_t cap = 1 << 20;
+    CHECK_RC(eng_acquire(&other, cap));
+    gjob ja = {0};
+    eng_submit_helped(&a, &ja.base);
+    helper_arg blocked = {&a, 1 << 10, 0, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, helper_main, &blocked) == 0);
+    CHECK(await_waiter(&other));
+    CHECK(await_flag(&ja.ran));
+    CHECK(!__atomic_load_n(&blocked.done, __ATOMIC_ACQUIRE) && !__atomic_load_n(&lj.ran, __ATOMIC_ACQUIRE));
+    eng_release(&other, cap);
+    CHECK(pthread_join(t, NULL) == 0 && blocked.rc == 0);
+    eng_release(&a, 1 << 10);
+    eng_wait_idle(&a);
+
+    /* The caller runs its own job (both CPUs computing); another client's
+     * job queued meanwhile wakes no worker; once the caller is done, that
+     * wake-up goes out. */
+    gjob ja2 = {.gate = &gate_a}, jo = {0};
+    eng_submit_helped(&a, &ja2.base);
+    helper_arg helping = {&a, 0, 0, 0};
+    CHECK(pthread_create(&t, NULL, helper_main, &helping) == 0);
+    CHECK(await_flag(&ja2.started));
+    eng_submit(&other, &jo.base);
+    __atomic_store_n(&gate_a, 1, __ATOMIC_RELEASE);
+    CHECK(await_flag(&helping.done));
+    CHECK(await_flag(&jo.ran));
+    CHECK(!__atomic_load_n(&lj.ran, __ATOMIC_ACQUIRE));
+    CHECK(pthread_join(t, NULL) == 0);
+
+    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+    eng_wait_idle(&long_c);
+    eng_wait_idle(&other);
+    eng_client_destroy(&long_c);
+    eng_client_destroy(&a);
+    eng_client_destroy(&other);
+    mts_engine_free(e);
+}
+
 int main(void)
 {
     test_init_seed("test_engine");
@@ -869,5 +970,6 @@ int main(void)
     test_reader_spares();
     test_reader_reclaim();
     test_budget();
+    test_helped_wakeups();
     TEST_DONE("test_engine");
 }
