@@ -5,12 +5,15 @@
  * share the copy through a mapping of the file (BENCHMARKS.md, "The caller
  * counted as a CPU ...").
  *
- *   build/mts_assembly_write_bench DIR [--buffers N] [--size BYTES] [--reps R]
+ *   build/mts_assembly_write_bench DIR [--buffers N] [--size BYTES] [--reps R] [--spread K]
  *
  * DIR: where the scratch file goes (tmpfs or a disk file system). N buffers
  * (default 1000) of BYTES each (default 5200: a partition's chunk of one
  * batch in the bench's 4.8-batch task), written R times (default 9); prints
- * each way's median rate. The evicted case writes 512 MiB elsewhere first. */
+ * each way's median rate. The evicted case writes 512 MiB elsewhere first.
+ * --spread K allocates K times as many buffers and writes every K-th, so
+ * that consecutive buffers lie apart in the heap, as the chunks of one
+ * partition do (each from another job). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -70,16 +73,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: mts_assembly_write_bench DIR [--buffers N] [--size BYTES] [--reps R]\n");
         return 2;
     }
-    size_t n = 1000, size = 5200;
+    size_t n = 1000, size = 5200, spread = 1;
     int reps = 9;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--buffers")) n = (size_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--size")) size = (size_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--spread")) spread = (size_t)atol(argv[i + 1]);
         else n = 0;
     }
-    if (argc % 2 != 0 || n == 0 || n > 1000000 || size == 0 || size > (64u << 20) || reps < 1 || reps > 1000) {
-        fprintf(stderr, "usage: mts_assembly_write_bench DIR [--buffers N] [--size BYTES] [--reps R]\n");
+    if (argc % 2 != 0 || n == 0 || n > 1000000 || size == 0 || size > (64u << 20) || reps < 1 || reps > 1000 ||
+        spread == 0 || spread > 64) {
+        fprintf(stderr, "usage: mts_assembly_write_bench DIR [--buffers N] [--size BYTES] [--reps R] [--spread K]\n");
         return 2;
     }
     snprintf(path, sizeof path, "%s/mts_assembly_write_bench.%d", argv[1], (int)getpid());
@@ -92,13 +97,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "mts_assembly_write_bench: out of memory\n");
         return 1;
     }
-    for (size_t i = 0; i < n; i++) {
-        v[i].iov_base = malloc(size);
-        v[i].iov_len = size;
-        if (!v[i].iov_base) {
+    for (size_t i = 0; i < n * spread; i++) { /* the others stay allocated, between */
+        void *b = malloc(size);
+        if (!b) {
             fprintf(stderr, "mts_assembly_write_bench: out of memory\n");
             return 1;
         }
+        memset(b, 1, size);
+        if (i % spread == 0) v[i / spread] = (struct iovec){b, size};
     }
     memset(whole, 3, total);
     for (int r = 0; r < reps; r++) {
@@ -157,8 +163,8 @@ int main(int argc, char **argv)
         "one buffer, pwrite by one thread",
         "one buffer, two threads into a shared mapping",
     };
-    printf("%zu buffers of %zu bytes (%.1f MB) into a fresh file in %s, medians of %d\n", n, size, total / 1e6,
-           argv[1], reps);
+    printf("%zu buffers of %zu bytes (%.1f MB; spread %zu) into a fresh file in %s, medians of %d\n", n, size,
+           total / 1e6, spread, argv[1], reps);
     for (int k = 0; k < 5; k++) {
         double s = bench_median(t[k], (size_t)reps);
         printf("  %-60s %7.3f ms  %5.2f GB/s\n", what[k], s * 1e3, total / s / 1e9);
