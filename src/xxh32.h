@@ -8,8 +8,8 @@
 
 /* XXH32 of blocks[k][0, lens[k]) with seed, into out[k], for k < n. Where
  * the CPU has AVX2, blocks of 16 bytes or more are hashed eight at a time,
- * their thirty-two lanes in four AVX2 registers, a lane taking the next block
- * as soon as its own ends (four times the single-block rate in cache for
+ * their thirty-two accumulators in four AVX2 registers, each of the eight
+ * lanes taking the next block as soon as its own ends (four times the single-block rate in cache for
  * equal blocks on an Intel Xeon of family 6, model 207; BENCHMARKS.md). */
 void xxh32_many(const unsigned char *const *blocks, const size_t *lens, unsigned n, uint32_t seed, uint32_t *out);
 

@@ -22,7 +22,12 @@ static unsigned char *data;
 static uint64_t offs[NPART + 1];
 static uint64_t commit_us; /* how long write_task's last commit took */
 
-static uint64_t now_us(void);
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
 
 /* The same task every time: 4 batches of the same grouped data, tag byte
  * varied so two attempts can be told apart. */
@@ -87,13 +92,6 @@ static int check_output(unsigned char *which)
     mts_reader_free(r);
     if (which) *which = tag;
     return 1;
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 int main(void)
