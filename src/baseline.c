@@ -59,8 +59,7 @@ static int pf_put(destination *d, chunk **c, uint32_t n, uint64_t job)
             pf->sum[p] = dest_combine(env, pf->sum[p], c[i]->checksum, c[i]->len);
             pf->len[p] += c[i]->len;
         }
-        charge += c[i]->charge;
-        mts_free(c[i]);
+        charge += chunk_free(c[i]);
     }
     eng_release(env->budget, charge);
     __atomic_add_fetch(&env->io->write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);

@@ -23,13 +23,26 @@ int dest_fail(const dest_env *env, int code, const char *fmt, ...)
     return code;
 }
 
+uint64_t chunk_free(chunk *c)
+{
+    chunk_block *b = c->block;
+    if (!b) {
+        uint64_t charge = c->charge;
+        mts_free(c);
+        return charge;
+    }
+    if (__atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) != 0) return 0;
+    uint64_t charge = b->charge;
+    mts_free(b);
+    return charge;
+}
+
 void chunk_free_list(const dest_env *env, chunk *c)
 {
     uint64_t charge = 0;
     while (c) {
         chunk *next = c->next;
-        charge += c->charge;
-        mts_free(c);
+        charge += chunk_free(c);
         c = next;
     }
     eng_release(env->budget, charge);
@@ -43,10 +56,7 @@ uint32_t dest_combine(const dest_env *env, uint32_t sum, uint32_t b_sum, uint64_
 static void free_chunks(const dest_env *env, chunk **c, uint32_t n)
 {
     uint64_t charge = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        charge += c[i]->charge;
-        mts_free(c[i]);
-    }
+    for (uint32_t i = 0; i < n; i++) charge += chunk_free(c[i]);
     eng_release(env->budget, charge);
 }
 

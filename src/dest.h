@@ -18,16 +18,24 @@
 #include "engine.h"
 #include "internal.h"
 
+/* The chunks of one job share one allocation: this header, their headers,
+ * then their bytes. It goes (and its budget with it) with its last chunk. */
+typedef struct chunk_block {
+    uint64_t charge; /* budget the block holds: its size */
+    uint32_t refs;   /* chunks not yet freed; any thread may free one */
+} chunk_block;
+
 /* One complete codec stream of one partition. */
 typedef struct chunk {
     struct chunk *next;
-    uint32_t partition;
-    uint32_t checksum; /* over data[0, len) */
+    unsigned char *data;
+    chunk_block *block; /* the allocation it is in; NULL: its own, data after it */
     uint64_t len;
-    uint64_t charge;   /* budget this chunk holds */
-    uint32_t tail;     /* the stream's end, data[len - tail, len) (codec end_len); 0: none */
-    uint32_t body_sum; /* with a tail: the checksum over data[0, len - tail) */
-    unsigned char data[];
+    uint64_t charge;    /* budget this chunk holds (within its block's, if any) */
+    uint32_t partition;
+    uint32_t checksum;  /* over data[0, len) */
+    uint32_t tail;      /* the stream's end, data[len - tail, len) (codec end_len); 0: none */
+    uint32_t body_sum;  /* with a tail: the checksum over data[0, len - tail) */
 } chunk;
 
 /* The stream without its end, and that part's checksum. */
@@ -53,7 +61,11 @@ typedef struct dest_env {
 
 /* Builds the message (fmt + ": " + mts_strerror(code)), reports it, returns code. */
 int dest_fail(const dest_env *env, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Releases the chunk's budget and frees it (and the chunks linked after it). */
+/* Frees a chunk, and its block if it was the block's last: returns the
+ * budget to give back now (its block's charge then, else 0; a chunk of its
+ * own, its charge). */
+uint64_t chunk_free(chunk *c);
+/* Frees the chunk and the chunks linked after it, and gives their budget back. */
 void chunk_free_list(const dest_env *env, chunk *c);
 /* Checksum of a||b given checksum(a), and b as a chunk or a stored stretch. */
 uint32_t dest_combine(const dest_env *env, uint32_t sum, uint32_t b_sum, uint64_t b_len);

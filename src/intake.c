@@ -82,7 +82,7 @@ static int submit_range(mts_writer *w, inbuf *in, uint32_t p_first, uint32_t p_l
     seg *plan = w->plan;
     for (;;) {
         uint32_t nsegs = 0;
-        uint64_t in_bytes = 0, charge = sizeof(job);
+        uint64_t in_bytes = 0, charge = JOB_CHARGE;
         if (taper)
             job_bytes = MTS_MIN(w->job_size, MTS_MAX(w->job_size / 4, (offs[count] - pos) / per_round));
         while (k < count && nsegs < MAX_SEGS_PER_JOB) {
@@ -186,7 +186,7 @@ static int stage_flush(mts_writer *w, int last)
 
 static int stage_new(mts_writer *w)
 {
-    uint64_t buf = w->job_size + sizeof(inbuf), jobc = sizeof(job) + job_seg_charge(w, w->job_size);
+    uint64_t buf = w->job_size + sizeof(inbuf), jobc = JOB_CHARGE + job_seg_charge(w, w->job_size);
     void *mem; /* one the engine kept, else a fresh one below */
     FORWARD_IF_ERROR(acquire_buffer(w, buf + jobc, w->job_size, &mem));
     inbuf *in = mts_malloc(sizeof *in);
@@ -237,7 +237,7 @@ int intake_stream(mts_writer *w, uint32_t p, const unsigned char *b, size_t len)
  * at most the bound of their sum plus two empty streams each. */
 static uint64_t arena_unit(const mts_writer *w)
 {
-    uint64_t per_seg = sizeof(job) + sizeof(seg) + sizeof(chunk) + 2 * w->codec->bound(&w->cp, 0);
+    uint64_t per_seg = JOB_CHARGE + sizeof(seg) + sizeof(chunk) + 2 * w->codec->bound(&w->cp, 0);
     return w->arena_bytes + sizeof(inbuf) + w->codec->bound(&w->cp, w->arena_cap) + w->npages * per_seg;
 }
 
@@ -329,7 +329,7 @@ static int submit_planned(mts_writer *w, inbuf *in, destination *dest, uint32_t 
 static int submit_chains(mts_writer *w, inbuf *in, destination *dest, uint64_t job_bytes, uint64_t *prepaid)
 {
     uint32_t pg = in->page, nsegs = 0;
-    uint64_t in_bytes = 0, charge = sizeof(job);
+    uint64_t in_bytes = 0, charge = JOB_CHARGE;
     int rc = 0;
     for (uint32_t p = 0; p < w->o.num_partitions; p++) {
         uint32_t *ch = &w->chain[4 * p];
@@ -345,7 +345,7 @@ static int submit_chains(mts_writer *w, inbuf *in, destination *dest, uint64_t j
                 rc = submit_planned(w, in, dest, nsegs, charge, prepaid);
                 nsegs = 0;
                 in_bytes = 0;
-                charge = sizeof(job);
+                charge = JOB_CHARGE;
                 continue;
             }
             w->plan[nsegs++] = (seg){p, page, take, NULL};

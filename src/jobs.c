@@ -177,9 +177,9 @@ static int seg_compress(mts_writer *w, const inbuf *in, const seg *s, eng_worker
 
 /* Every segment is compressed into the worker's buffer, one after another,
  * with the codec's block checks deferred, so that the blocks of many small
- * streams are checked several at a time; then each becomes a chunk of its
- * exact size (a chunk allocated at the bound and shrunk leaves the heap in
- * pieces that are trimmed and faulted in again writer after writer). */
+ * streams are checked several at a time; then they are copied into chunks of
+ * their exact size (chunks allocated at the bound and shrunk leave the heap
+ * in pieces that are trimmed and faulted in again writer after writer). */
 static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
 {
     mts_writer *w = ctx;
@@ -189,10 +189,10 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
     void *cctx = NULL;
     int rc = writer_failed(w) ? 0 : worker_cctx(w, wk, &cctx);
     if (rc < 0) writer_fail(w, rc, "create a %s codec context", mts_codec_name(w->o.codec));
-    uint64_t unused = 0; /* reserved for outputs but not needed: given back once, below */
     size_t total = 0;
     for (uint32_t i = 0; i < j->nsegs; i++) total += cv->bound(&w->cp, j->segs[i].len);
-    unsigned char *out = writer_failed(w) ? NULL : worker_buffer(wk, SLOT_OUT, total);
+    size_t hdr_at = (total + 7) & ~(size_t)7; /* the chunks' headers are made after the bytes */
+    unsigned char *out = writer_failed(w) ? NULL : worker_buffer(wk, SLOT_OUT, hdr_at + j->nsegs * sizeof(chunk));
     if (!out && !writer_failed(w))
         writer_fail(w, MTS_E_NOMEM, "allocate %zu bytes to compress a job of %u partitions", total, j->nsegs);
     codec_defer defer = {0};
@@ -217,29 +217,37 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
     }
     if (defer.n) codec_defer_flush(&defer);
     if (out && cv->defer) cv->defer(cctx, NULL);
-    for (uint32_t i = 0; i < j->nsegs; i++) {
-        seg *s = &j->segs[i];
-        size_t bound = cv->bound(&w->cp, s->len);
-        chunk *c = len[i] != SIZE_MAX && !writer_failed(w) ? mts_malloc(sizeof(chunk) + len[i]) : NULL;
-        if (!c) {
-            if (len[i] != SIZE_MAX && !writer_failed(w))
-                writer_fail(w, MTS_E_NOMEM, "allocate a %zu-byte chunk for partition %u", len[i], s->partition);
-            unused += sizeof(chunk) + bound;
-            continue;
+    /* The job's chunks share one allocation of their exact size (a malloc
+     * per chunk, freed on another thread, cost as much at 10,000 partitions
+     * as compressing the small ones: BENCHMARKS.md). Either every segment
+     * was compressed, or the writer failed and none is kept. */
+    uint64_t reserved = sizeof(chunk_block), size = sizeof(chunk_block) + j->nsegs * sizeof(chunk) + o;
+    for (uint32_t i = 0; i < j->nsegs; i++) reserved += sizeof(chunk) + cv->bound(&w->cp, j->segs[i].len);
+    chunk_block *b = writer_failed(w) ? NULL : mts_malloc((size_t)size);
+    if (!b && !writer_failed(w))
+        writer_fail(w, MTS_E_NOMEM, "allocate %llu bytes for the output of %u partitions", (unsigned long long)size,
+                    j->nsegs);
+    uint64_t unused = b ? reserved - size : reserved; /* given back once, below */
+    if (b) {
+        /* Made where the bytes are, in cache, then copied in two runs: a
+         * header stored at a time into the fresh block missed the cache
+         * each time. */
+        *b = (chunk_block){size, j->nsegs};
+        chunk *hdr = (chunk *)(void *)(out + hdr_at), *c = (chunk *)(void *)(b + 1);
+        unsigned char *data = (unsigned char *)(c + j->nsegs);
+        for (uint32_t i = 0; i < j->nsegs; i++) {
+            const unsigned char *bytes = out + at[i];
+            uint32_t tail = len[i] >= cv->end_len ? cv->end_len : 0, body = 0, sum = 0;
+            if (w->o.checksum != MTS_CHECKSUM_NONE) { /* the body's, then on over the end */
+                body = checksum_update(w->o.checksum, checksum_init(w->o.checksum), bytes, len[i] - tail);
+                sum = checksum_update(w->o.checksum, body, bytes + len[i] - tail, tail);
+            }
+            hdr[i] = (chunk){.data = data + at[i], .block = b, .len = len[i], .charge = sizeof(chunk) + len[i],
+                             .partition = j->segs[i].partition, .checksum = sum, .tail = tail, .body_sum = body};
+            j->segs[i].out = c + i;
         }
-        memcpy(c->data, out + at[i], len[i]);
-        unused += bound - len[i];
-        c->charge = sizeof(chunk) + len[i];
-        c->next = NULL;
-        c->partition = s->partition;
-        c->len = len[i];
-        c->tail = len[i] >= cv->end_len ? cv->end_len : 0;
-        c->body_sum = c->checksum = 0;
-        if (w->o.checksum != MTS_CHECKSUM_NONE) { /* the body's, then on over the end */
-            c->body_sum = checksum_update(w->o.checksum, checksum_init(w->o.checksum), c->data, chunk_body_len(c));
-            c->checksum = checksum_update(w->o.checksum, c->body_sum, c->data + chunk_body_len(c), c->tail);
-        }
-        s->out = c;
+        memcpy(c, hdr, j->nsegs * sizeof(chunk));
+        memcpy(data, out, o);
     }
     eng_release(&w->client, unused);
     inbuf_unref(w, j->in);

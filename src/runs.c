@@ -95,15 +95,15 @@ typedef struct iov_batch {
 /* Writes the batch to fd (fd < 0: drops it) and frees its chunks. */
 static int batch_flush(run_store *r, iov_batch *b, int fd)
 {
-    uint64_t t0 = mts_now_ns(), charge = 0;
+    uint64_t t0 = mts_now_ns(), charge = 0, freed = 0;
     int rc = b->n && fd >= 0 ? fio_writev_all(fd, b->iov, b->n) : 0;
     for (int i = 0; i < b->n; i++) {
         if (!b->owner[i]) continue; /* bytes of a run's buffer, or the end */
         charge += b->owner[i]->charge;
-        mts_free(b->owner[i]);
+        freed += chunk_free(b->owner[i]);
     }
     b->n = 0;
-    eng_release(r->env->budget, charge);
+    eng_release(r->env->budget, freed);
     eng_note_reclaimable(r->env->budget, -(int64_t)charge);
     r->held -= charge;
     __atomic_add_fetch(&r->env->io->write_ns, mts_now_ns() - t0, __ATOMIC_RELAXED);

@@ -77,6 +77,10 @@ typedef struct job {
     seg segs[];
 } job;
 
+/* What a job costs the budget besides its segments (job_seg_charge() each):
+ * its struct and the header of the block its chunks share. */
+#define JOB_CHARGE (sizeof(job) + sizeof(chunk_block))
+
 typedef enum { MODE_STREAM, MODE_HELD } writer_mode;
 typedef enum { ST_OPEN, ST_COMMITTED, ST_FAILED, ST_ABORTED } writer_state;
 

@@ -113,9 +113,10 @@ static chunk *fill_chunk(eng_client *c, uint32_t p, char fill, size_t len)
 {
     chunk *k = mts_malloc(sizeof *k + len); /* the store frees it */
     CHECK(k != NULL && eng_try_acquire(c, sizeof *k + len) == 0);
-    memset(k->data, fill, len);
-    *k = (chunk){NULL, p, checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), k->data, len),
-                 len, sizeof *k + len};
+    unsigned char *data = (unsigned char *)(k + 1);
+    memset(data, fill, len);
+    *k = (chunk){.data = data, .len = len, .charge = sizeof *k + len, .partition = p,
+                 .checksum = checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), data, len)};
     return k;
 }
 
