@@ -227,6 +227,52 @@ static void test_store_assembly(const char *dir, int force_fallback)
     fio_force_copy_fallback(0);
 }
 
+/* Chunks of one job share one block, as the workers make them: the block,
+ * and the budget it holds, stay until the last of its chunks is written,
+ * whichever partition that is, and both go then. */
+static void test_store_block(const char *dir)
+{
+    store_fixture f;
+    store_setup(&f, dir, "block", 3);
+    run_store *r = &f.r;
+    eng_client *c = &f.c;
+    static char want[3][4096];
+    memset(want, 0, sizeof want);
+    static const struct { uint32_t p; size_t len; char fill; } part[2] = {{0, 100, 'a'}, {2, 300, 'c'}};
+    uint64_t size = sizeof(chunk_block) + 2 * sizeof(chunk) + 400;
+    chunk_block *b = mts_malloc(size);
+    CHECK(b != NULL && eng_try_acquire(c, size) == 0);
+    *b = (chunk_block){size, 2};
+    chunk *k = (chunk *)(void *)(b + 1), *two[2];
+    unsigned char *data = (unsigned char *)(k + 2);
+    for (int i = 0; i < 2; i++) {
+        memset(data, part[i].fill, part[i].len);
+        memset(want[part[i].p], part[i].fill, part[i].len);
+        k[i] = (chunk){.data = data, .block = b, .len = part[i].len, .charge = sizeof(chunk) + part[i].len,
+                       .partition = part[i].p,
+                       .checksum = checksum_update(MTS_CHECKSUM_CRC32C, checksum_init(MTS_CHECKSUM_CRC32C), data,
+                                                   part[i].len)};
+        two[i] = &k[i];
+        data += part[i].len;
+    }
+    /* Job 1 is the block; partition 1 comes in jobs 2 and 3. */
+    runs_note_job(r, 0, 1);
+    runs_note_job(r, 2, 1);
+    runs_note_job(r, 1, 3);
+    CHECK_RC(r->d.ops->put(&r->d, two, 2, 1));
+    runs_end_input(r, &f.out);
+    put_fill(&r->d, c, 2, 1, 'm', 50, want); /* 0 written (the block's first chunk), 1 begun */
+    eng_client_stats cs;
+    eng_client_stats_get(c, &cs);
+    CHECK(f.out.len[0] == 100 && f.out.len[2] == 0);
+    CHECK(cs.held == size); /* the block, whole: its chunk of partition 2 is still held */
+    put_fill(&r->d, c, 3, 1, 'n', 10, want); /* 1 complete, and 2: the block's last chunk */
+    eng_client_stats_get(c, &cs);
+    CHECK(f.out.len[2] == 300 && cs.held == 0);
+    CHECK_RC(r->d.ops->finish(&r->d, &f.out));
+    store_check_free(&f, want);
+}
+
 /* A chunk whose stream ends with `tail` (a codec's end block): body of
  * `fill`, then tail; paid from the client's budget. */
 static chunk *tail_chunk(eng_client *c, uint32_t p, char fill, size_t body, const char *tail)
@@ -384,6 +430,7 @@ int main(void)
 
     test_store_assembly(dir, 0);
     test_store_assembly(dir, 1);
+    test_store_block(dir);
     test_store_ends(dir);
 
     /* Both copy paths, on one filesystem and across two (tmpfs to disk). */
