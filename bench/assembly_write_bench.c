@@ -67,12 +67,15 @@ static void *copy_half(void *arg)
     return NULL;
 }
 
+static int usage(void)
+{
+    fprintf(stderr, "usage: mts_assembly_write_bench DIR [--buffers N] [--size BYTES] [--reps R] [--spread K]\n");
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: mts_assembly_write_bench DIR [--buffers N] [--size BYTES] [--reps R]\n");
-        return 2;
-    }
+    if (argc < 2 || argv[1][0] == '-') return usage();
     size_t n = 1000, size = 5200, spread = 1;
     int reps = 9;
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -83,10 +86,8 @@ int main(int argc, char **argv)
         else n = 0;
     }
     if (argc % 2 != 0 || n == 0 || n > 1000000 || size == 0 || size > (64u << 20) || reps < 1 || reps > 1000 ||
-        spread == 0 || spread > 64) {
-        fprintf(stderr, "usage: mts_assembly_write_bench DIR [--buffers N] [--size BYTES] [--reps R] [--spread K]\n");
-        return 2;
-    }
+        spread == 0 || spread > 64)
+        return usage();
     snprintf(path, sizeof path, "%s/mts_assembly_write_bench.%d", argv[1], (int)getpid());
     size_t total = n * size;
     struct iovec *v = malloc(n * sizeof *v);

@@ -702,6 +702,13 @@ typedef struct hog {
     int done, timed_out;
 } hog;
 
+/* Waits (up to 10 s) until *flag is set. */
+static int await_flag(const int *flag)
+{
+    for (int i = 0; i < 10000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) usleep(1000);
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+}
+
 static void *waiter_main(void *arg)
 {
     eng_client *c = arg;
@@ -714,8 +721,7 @@ static void *waiter_main(void *arg)
 static void *hog_main(void *arg)
 {
     hog *h = arg;
-    for (int i = 0; i < 10000 && !__atomic_load_n(&h->done, __ATOMIC_ACQUIRE); i++) usleep(1000);
-    h->timed_out = !__atomic_load_n(&h->done, __ATOMIC_ACQUIRE);
+    h->timed_out = !await_flag(&h->done);
     eng_release(&h->c, h->held);
     return NULL;
 }
@@ -877,13 +883,6 @@ static void grun(void *ctx, eng_job *j, eng_worker *w)
 static void gdrain(void *ctx, eng_job *j) { (void)ctx, (void)j; }
 
 static const eng_client_ops gops = {grun, gdrain, NULL, 1};
-
-/* Waits (up to 10 s) until *flag is set. */
-static int await_flag(const int *flag)
-{
-    for (int i = 0; i < 10000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) usleep(1000);
-    return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
-}
 
 typedef struct helper_arg {
     eng_client *c;
