@@ -221,8 +221,8 @@ static void job_run(void *ctx, eng_job *ej, eng_worker *wk)
      * per chunk, freed on another thread, cost as much at 10,000 partitions
      * as compressing the small ones: BENCHMARKS.md). Either every segment
      * was compressed, or the writer failed and none is kept. */
-    uint64_t reserved = sizeof(chunk_block) + j->nsegs * sizeof(chunk) + total; /* the job's charge less its struct */
-    uint64_t size = sizeof(chunk_block) + j->nsegs * sizeof(chunk) + o;
+    uint64_t head = sizeof(chunk_block) + j->nsegs * sizeof(chunk);
+    uint64_t reserved = head + total, size = head + o; /* reserved: the job's charge less its struct */
     chunk_block *b = writer_failed(w) ? NULL : mts_malloc((size_t)size);
     if (!b && !writer_failed(w))
         writer_fail(w, MTS_E_NOMEM, "allocate %llu bytes for the output of %u partitions", (unsigned long long)size,
